@@ -1,0 +1,65 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "pinproxy",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "pinproxy", targets: ["pinproxy"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+    ],
+    targets: [
+        // System OpenSSL 3 (Debian's libssl-dev), plus C shims for its function-like macros.
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        // OpenSSL contexts, the NIO TLS handler, SPKI hashing, the interception CA and leaf minting.
+        .target(
+            name: "PinproxyTLS",
+            dependencies: [
+                "COpenSSL",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The command line.
+        .executableTarget(
+            name: "pinproxy",
+            dependencies: [
+                "PinproxyTLS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // Helpers shared by the test targets: PKI made with the openssl CLI, child processes, temp dirs.
+        .target(
+            name: "PinproxyTestSupport",
+            dependencies: [
+                "PinproxyTLS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            path: "Tests/PinproxyTestSupport"
+        ),
+        .testTarget(
+            name: "PinproxyTLSTests",
+            dependencies: [
+                "PinproxyTLS",
+                "PinproxyTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]
+        ),
+    ]
+)

@@ -1,0 +1,274 @@
+import COpenSSL
+import NIOCore
+
+/// The result of one OpenSSL operation, with want-read/want-write folded into
+/// `incomplete` so they never leak into the handler's logic.
+enum TLSStep<Value> {
+    case incomplete
+    case complete(Value)
+    case failed(TLSError)
+}
+
+/// What one `SSL_read` produced.
+enum TLSReadResult {
+    case plaintext(ByteBuffer)
+    /// The peer sent close_notify.
+    case closeNotify
+}
+
+/// One `SSL*` with its two memory BIOs: ciphertext in through `feed`, out
+/// through `drainCiphertext`. Used only on its channel's event loop.
+final class TLSConnection {
+    let ssl: OpaquePointer
+    let context: TLSContext
+    private let inbound: OpaquePointer   // network → OpenSSL
+    private let outbound: OpaquePointer  // OpenSSL → network
+    /// The key client sessions are stored and resumed under ("host:port").
+    private let sessionKey: String?
+
+    /// Where server certificate selection stands (see `certificateCallback`).
+    enum CertificateSelection {
+        /// No selector: the context's own certificate is served.
+        case fixed
+        case notRequested
+        /// OpenSSL asked; the handler has not started the selector yet.
+        case requested(serverName: String?)
+        case pending
+        case ready(TLSCertifiedKey)
+        case installed
+        case failed(TLSError)
+    }
+    var certificateSelection: CertificateSelection
+
+    init(context: TLSContext, serverName: String?, verifyHostname: String?, sessionKey: String?, selectsCertificates: Bool) throws {
+        OpenSSLErrorQueue.clear()
+        guard let ssl = SSL_new(context.ref) else {
+            throw TLSError.configuration(OpenSSLErrorQueue.drainReason(or: "SSL_new failed"))
+        }
+        self.ssl = ssl
+        self.context = context
+        self.inbound = BIO_new(BIO_s_mem())!
+        self.outbound = BIO_new(BIO_s_mem())!
+        // An empty inbound BIO means "wait for more", never EOF: the transport's
+        // EOF is the handler's business (it decides clean vs unclean).
+        _ = CPinproxy_BIO_set_mem_eof_return(inbound, -1)
+        _ = CPinproxy_BIO_set_mem_eof_return(outbound, -1)
+        SSL_set_bio(ssl, inbound, outbound)
+        self.sessionKey = sessionKey
+        self.certificateSelection = selectsCertificates ? .notRequested : .fixed
+
+        switch context.configuration.role {
+        case .client:
+            SSL_set_connect_state(ssl)
+            if let serverName, !serverName.isEmpty, !IPAddressText.isIPAddress(serverName) {
+                _ = CPinproxy_SSL_set_tlsext_host_name(ssl, serverName)
+            }
+            if let verifyHostname, !verifyHostname.isEmpty {
+                if IPAddressText.isIPAddress(verifyHostname) {
+                    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), verifyHostname)
+                } else {
+                    SSL_set_hostflags(ssl, UInt32(X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS))
+                    guard SSL_set1_host(ssl, verifyHostname) == 1 else {
+                        SSL_free(ssl)
+                        throw TLSError.configuration("invalid hostname to verify: \(verifyHostname)")
+                    }
+                }
+            }
+            if let sessionKey, let cache = context.sessionCache {
+                cache.apply(to: ssl, for: sessionKey)
+            }
+        case .server:
+            SSL_set_accept_state(ssl)
+        }
+        // OpenSSL's callbacks find this object through the SSL's app data. The
+        // reference is unretained: the handler owns us and frees the SSL first.
+        let unmanaged = Unmanaged.passUnretained(self)
+        _ = CPinproxy_SSL_set_app_data(ssl, unmanaged.toOpaque())
+    }
+
+    deinit {
+        _ = CPinproxy_SSL_set_app_data(ssl, nil)
+        SSL_free(ssl)  // frees both BIOs
+    }
+
+    static func from(_ ssl: OpaquePointer) -> TLSConnection? {
+        guard let raw = CPinproxy_SSL_get_app_data(ssl) else { return nil }
+        return Unmanaged<TLSConnection>.fromOpaque(raw).takeUnretainedValue()
+    }
+
+    // MARK: Ciphertext in and out
+
+    func feed(_ buffer: ByteBuffer) {
+        buffer.withUnsafeReadableBytes { bytes in
+            guard bytes.count > 0 else { return }
+            let written = BIO_write(inbound, bytes.baseAddress, Int32(bytes.count))
+            precondition(written == bytes.count, "memory BIO accepted \(written) of \(bytes.count) bytes")
+        }
+    }
+
+    /// Everything OpenSSL has queued for the network, or nil.
+    func drainCiphertext(allocator: ByteBufferAllocator) -> ByteBuffer? {
+        let pending = Int(CPinproxy_BIO_pending(outbound))
+        guard pending > 0 else { return nil }
+        var buffer = allocator.buffer(capacity: pending)
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: pending) { out in
+            Int(BIO_read(outbound, out.baseAddress, Int32(pending)))
+        }
+        return buffer
+    }
+
+    var hasPendingCiphertext: Bool { CPinproxy_BIO_pending(outbound) > 0 }
+
+    // MARK: Operations
+
+    func doHandshake() -> TLSStep<Void> {
+        OpenSSLErrorQueue.clear()
+        let rc = SSL_do_handshake(ssl)
+        if rc == 1 {
+            OpenSSLErrorQueue.clear()
+            return .complete(())
+        }
+        let error = SSL_get_error(ssl, rc)
+        switch error {
+        case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE, SSL_ERROR_WANT_X509_LOOKUP:
+            OpenSSLErrorQueue.clear()
+            return .incomplete
+        default:
+            if case .failed(let selectionError) = certificateSelection {
+                OpenSSLErrorQueue.clear()
+                return .failed(selectionError)
+            }
+            let entries = OpenSSLErrorQueue.drain()
+            let verify = context.configuration.role == .client && context.configuration.verification == .full
+                ? SSL_get_verify_result(ssl) : Int(X509_V_OK)
+            return .failed(TLSError.classifyHandshakeFailure(
+                verifyResult: verify, errors: entries,
+                fallback: error == SSL_ERROR_SYSCALL ? "transport error during handshake" : "handshake failed (SSL error \(error))"))
+        }
+    }
+
+    /// Decrypts as much as one buffer holds.
+    func read(allocator: ByteBufferAllocator) -> TLSStep<TLSReadResult> {
+        var buffer = allocator.buffer(capacity: 16384)
+        var result: Int32 = 0
+        OpenSSLErrorQueue.clear()
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 16384) { out in
+            result = SSL_read(ssl, out.baseAddress, Int32(out.count))
+            return result > 0 ? Int(result) : 0
+        }
+        if result > 0 {
+            return .complete(.plaintext(buffer))
+        }
+        switch SSL_get_error(ssl, result) {
+        case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE:
+            OpenSSLErrorQueue.clear()
+            return .incomplete
+        case SSL_ERROR_ZERO_RETURN:
+            OpenSSLErrorQueue.clear()
+            return .complete(.closeNotify)
+        default:
+            return .failed(.protocolFailure(OpenSSLErrorQueue.drainReason(or: "SSL_read failed")))
+        }
+    }
+
+    /// Encrypts all of `buffer`; memory BIOs never push back, so this completes or fails.
+    func write(_ buffer: ByteBuffer) -> TLSStep<Void> {
+        guard buffer.readableBytes > 0 else { return .complete(()) }
+        OpenSSLErrorQueue.clear()
+        let result = buffer.withUnsafeReadableBytes { bytes in
+            SSL_write(ssl, bytes.baseAddress, Int32(bytes.count))
+        }
+        if result == buffer.readableBytes {
+            return .complete(())
+        }
+        return .failed(.protocolFailure(OpenSSLErrorQueue.drainReason(or: "SSL_write failed (\(SSL_get_error(ssl, result)))")))
+    }
+
+    /// Queues our close_notify.
+    func shutdown() {
+        OpenSSLErrorQueue.clear()
+        _ = SSL_shutdown(ssl)
+        OpenSSLErrorQueue.clear()
+    }
+
+    // MARK: Handshake facts
+
+    func handshakeInfo() -> TLSHandshakeInfo {
+        let versionName = String(cString: SSL_get_version(ssl))
+        let cipher = SSL_get_current_cipher(ssl).map { String(cString: SSL_CIPHER_get_name($0)) } ?? ""
+        var alpnData: UnsafePointer<UInt8>?
+        var alpnLength: UInt32 = 0
+        SSL_get0_alpn_selected(ssl, &alpnData, &alpnLength)
+        let alpn = alpnData.map { String(decoding: UnsafeBufferPointer(start: $0, count: Int(alpnLength)), as: UTF8.self) }
+        let serverName = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name).map { String(cString: $0) }
+
+        var sent: [Certificate] = []
+        if let stack = SSL_get_peer_cert_chain(ssl) {
+            sent = Self.certificates(in: stack)
+        }
+        // A server's "peer chain" omits the client's leaf; a client's includes it.
+        if context.configuration.role == .server, let leaf = SSL_get0_peer_certificate(ssl) {
+            sent.insert(Certificate(retaining: leaf), at: 0)
+        }
+        let verifyCode = SSL_get_verify_result(ssl)
+        var verified: [Certificate] = []
+        if let stack = SSL_get0_verified_chain(ssl) {
+            verified = Self.certificates(in: stack)
+        }
+        return TLSHandshakeInfo(
+            version: TLSVersion(openSSLName: versionName),
+            versionName: versionName,
+            cipher: cipher,
+            applicationProtocol: alpn,
+            serverName: serverName,
+            resumed: SSL_session_reused(ssl) == 1,
+            peerChain: verified.isEmpty ? sent : verified,
+            sentChain: sent,
+            verifyResult: String(cString: X509_verify_cert_error_string(verifyCode)),
+            verified: verifyCode == Int(X509_V_OK) && !verified.isEmpty)
+    }
+
+    private static func certificates(in stack: OpaquePointer) -> [Certificate] {
+        (0..<CPinproxy_sk_X509_num(stack)).compactMap { index in
+            CPinproxy_sk_X509_value(stack, index).map { Certificate(retaining: $0) }
+        }
+    }
+
+    // MARK: Callbacks from OpenSSL (inside SSL_do_handshake)
+
+    /// `cert_cb`: install the selected certificate, or pause the handshake
+    /// (-1) until the handler has one. Never calls out of OpenSSL.
+    func certificateCallback() -> Int32 {
+        switch certificateSelection {
+        case .fixed, .installed:
+            return 1
+        case .notRequested:
+            let name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name).map { String(cString: $0) }
+            certificateSelection = .requested(serverName: name)
+            return -1
+        case .requested, .pending:
+            return -1
+        case .failed:
+            return 0
+        case .ready(let certified):
+            guard let leaf = certified.chain.first,
+                  SSL_use_certificate(ssl, leaf.ref) == 1,
+                  SSL_use_PrivateKey(ssl, certified.privateKey.ref) == 1 else {
+                certificateSelection = .failed(.tlsHandshake("cannot install the selected certificate: \(OpenSSLErrorQueue.drainReason(or: "unknown"))"))
+                return 0
+            }
+            for intermediate in certified.chain.dropFirst() {
+                _ = CPinproxy_SSL_add1_chain_cert(ssl, intermediate.ref)
+            }
+            certificateSelection = .installed
+            return 1
+        }
+    }
+
+    /// The new-session callback: keep the session for the next connection to this peer.
+    func storeSession(_ session: OpaquePointer) -> Bool {
+        guard let sessionKey, let cache = context.sessionCache else { return false }
+        cache.store(session, for: sessionKey)
+        return true
+    }
+}

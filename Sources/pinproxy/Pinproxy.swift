@@ -1,0 +1,9 @@
+import ArgumentParser
+
+@main
+struct Pinproxy: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pinproxy",
+        abstract: "A configuration-driven pinning egress proxy.",
+        subcommands: [])
+}
