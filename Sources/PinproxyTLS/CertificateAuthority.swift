@@ -1,0 +1,136 @@
+import COpenSSL
+import Foundation
+import NIOConcurrencyHelpers
+
+/// pinproxy's interception CA (DESIGN §3 "Interception certificates"): ECDSA
+/// P-256, ten years, key file 0600. It mints the leaves the legacy app sees:
+/// one process-wide P-256 leaf key (never the CA key), SAN = the host asked
+/// for, validity of days, SHA-256, kept in a bounded LRU cache per name.
+public final class CertificateAuthority: Sendable {
+    public let certificate: Certificate
+    private let key: PrivateKey
+    /// The one key every minted leaf carries; made once per process.
+    private let leafKey: PrivateKey
+    public let leafValidity: TimeInterval
+    private let cache: NIOLockedValueBox<LRUCache<String, TLSCertifiedKey>>
+    private let minted = NIOLockedValueBox(0)
+
+    public static let defaultLeafValidity: TimeInterval = 7 * 86_400
+    public static let defaultCacheCapacity = 1024
+
+    public init(
+        certificate: Certificate,
+        key: PrivateKey,
+        leafValidity: TimeInterval = CertificateAuthority.defaultLeafValidity,
+        cacheCapacity: Int = CertificateAuthority.defaultCacheCapacity
+    ) throws {
+        guard X509_check_private_key(certificate.ref, key.ref) == 1 else {
+            OpenSSLErrorQueue.clear()
+            throw TLSError.configuration("the CA key does not belong to the CA certificate \(certificate.subject)")
+        }
+        self.certificate = certificate
+        self.key = key
+        self.leafKey = try PrivateKey.generateP256()
+        self.leafValidity = leafValidity
+        self.cache = NIOLockedValueBox(LRUCache(capacity: cacheCapacity))
+    }
+
+    // MARK: Creating, loading, writing
+
+    /// A new CA: ECDSA P-256, self-signed, valid ten years from `now`.
+    public static func create(commonName: String? = nil, now: Date = Date()) throws -> CertificateAuthority {
+        let key = try PrivateKey.generateP256()
+        // A distinct name per installation, so two deployments' CAs are told apart.
+        let suffix = SHA256Digest.hash(key.publicKeySPKI).prefix(4).map { String(format: "%02x", $0) }.joined()
+        let builder = CertificateBuilder(
+            subjectCommonName: commonName ?? "pinproxy interception CA \(suffix)",
+            subjectOrganization: "pinproxy",
+            notBefore: now.addingTimeInterval(-3600),
+            notAfter: now.addingTimeInterval(10 * 365.25 * 86_400),
+            extensions: [
+                ("basicConstraints", "critical,CA:TRUE,pathlen:0"),
+                ("keyUsage", "critical,keyCertSign,cRLSign"),
+                ("subjectKeyIdentifier", "hash"),
+            ])
+        let certificate = try builder.build(publicKey: key, issuer: nil, issuerKey: key)
+        return try CertificateAuthority(certificate: certificate, key: key)
+    }
+
+    /// Loads the CA, refusing a key file that group or others can read.
+    public static func load(certificatePath: String, keyPath: String) throws -> CertificateAuthority {
+        try SecretFilePermissions.requirePrivate(keyPath, what: "CA key")
+        let certificates = try Certificate.loadPEM(file: certificatePath)
+        let key = try PrivateKey(pemFile: keyPath)
+        return try CertificateAuthority(certificate: certificates[0], key: key)
+    }
+
+    /// Loads the CA when both files exist, creates and writes it when both are
+    /// missing, and refuses when only one of them is there.
+    public static func loadOrCreate(certificatePath: String, keyPath: String) throws -> (CertificateAuthority, created: Bool) {
+        let files = FileManager.default
+        switch (files.fileExists(atPath: certificatePath), files.fileExists(atPath: keyPath)) {
+        case (true, true):
+            return (try load(certificatePath: certificatePath, keyPath: keyPath), false)
+        case (false, false):
+            let ca = try create()
+            try ca.write(certificatePath: certificatePath, keyPath: keyPath)
+            return (ca, true)
+        case (true, false):
+            throw TLSError.configuration("CA certificate \(certificatePath) exists but its key \(keyPath) does not; restore the key or remove both to create a new CA")
+        case (false, true):
+            throw TLSError.configuration("CA key \(keyPath) exists but its certificate \(certificatePath) does not; restore the certificate or remove both to create a new CA")
+        }
+    }
+
+    /// Writes the certificate (0644) and the key (0600, never replacing a file).
+    public func write(certificatePath: String, keyPath: String) throws {
+        try SecureFileWriter.write(Array(key.pemString.utf8), to: keyPath, mode: 0o600, exclusive: true)
+        try SecureFileWriter.write(Array(certificate.pemString.utf8), to: certificatePath, mode: 0o644, exclusive: false)
+    }
+
+    // MARK: Minting
+
+    /// The leaf for `name` (a DNS name or an IP literal), from the cache while
+    /// it has more than a day left, else freshly minted. Thread-safe.
+    public func leaf(for name: String, now: Date = Date()) throws -> TLSCertifiedKey {
+        let normalized = Self.normalize(name)
+        if let cached = cache.withLockedValue({ $0.value(for: normalized) }),
+           cached.chain[0].notAfter.timeIntervalSince(now) > 86_400 {
+            return cached
+        }
+        let certified = TLSCertifiedKey(chain: [try mint(normalized, now: now)], privateKey: leafKey)
+        _ = cache.withLockedValue { $0.set(certified, for: normalized) }
+        minted.withLockedValue { $0 += 1 }
+        return certified
+    }
+
+    /// How many leaves were minted (not served from cache) since start.
+    public var mintedCount: Int { minted.withLockedValue { $0 } }
+    public var cachedCount: Int { cache.withLockedValue { $0.count } }
+
+    private func mint(_ name: String, now: Date) throws -> Certificate {
+        let isIP = IPAddressText.isIPAddress(name)
+        let notAfter = min(now.addingTimeInterval(leafValidity), certificate.notAfter)
+        let builder = CertificateBuilder(
+            subjectCommonName: name,
+            subjectOrganization: nil,
+            notBefore: now.addingTimeInterval(-3600),  // tolerate client clocks a little behind
+            notAfter: notAfter,
+            extensions: [
+                ("basicConstraints", "critical,CA:FALSE"),
+                ("keyUsage", "critical,digitalSignature"),
+                ("extendedKeyUsage", "serverAuth"),
+                ("subjectAltName", isIP ? "IP:\(name)" : "DNS:\(name)"),
+                ("subjectKeyIdentifier", "hash"),
+                ("authorityKeyIdentifier", "keyid:always"),
+            ])
+        return try builder.build(publicKey: leafKey, issuer: certificate, issuerKey: key)
+    }
+
+    private static func normalize(_ name: String) -> String {
+        var host = name.lowercased()
+        if host.hasSuffix(".") { host.removeLast() }
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return host
+    }
+}

@@ -1,0 +1,172 @@
+import Foundation
+
+/// A child process whose output goes to a file the test can poll. Stopped by
+/// its own PID when the test is done (or when this value is released).
+///
+/// Spawned with posix_spawn and reaped with waitpid: Foundation's `Process`
+/// learns of exits through a run loop, which a test's threads do not run.
+public final class ChildProcess: @unchecked Sendable {
+    public let pid: pid_t
+    public let outputPath: String
+    private let lock = NSLock()
+    private var exitStatus: Int32?
+
+    public init(_ executable: String, _ arguments: [String], directory: TemporaryDirectory, name: String = UUID().uuidString,
+                environment: [String: String]? = nil, currentDirectory: String? = nil) throws {
+        outputPath = directory.file("\(name).out")
+        var path = try Self.resolve(executable)
+        var arguments = arguments
+        if let currentDirectory {
+            // glibc's posix_spawn_file_actions_addchdir_np is not visible to Swift; env -C is.
+            arguments = ["-C", currentDirectory, path] + arguments
+            path = "/usr/bin/env"
+        }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let env = (environment ?? ProcessInfo.processInfo.environment).map { "\($0.key)=\($0.value)" }
+        let argv = [path] + arguments
+        var cArgs = argv.map { strdup($0) } + [nil]
+        var cEnv = env.map { strdup($0) } + [nil]
+        defer {
+            cArgs.forEach { free($0) }
+            cEnv.forEach { free($0) }
+        }
+        // The spawning thread may block signals (the concurrency pool's threads
+        // do), and ignored dispositions survive exec: give the child clean ones,
+        // or it would never see the SIGTERM that stops it.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var emptyMask = sigset_t()
+        sigemptyset(&emptyMask)
+        posix_spawnattr_setsigmask(&attributes, &emptyMask)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD] { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var child: pid_t = 0
+        let rc = posix_spawn(&child, path, &actions, &attributes, &cArgs, &cEnv)
+        guard rc == 0 else {
+            throw TestSupportError("posix_spawn \(path): \(String(cString: strerror(rc)))")
+        }
+        pid = child
+    }
+
+    deinit {
+        stop()
+    }
+
+    public var outputText: String {
+        (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+    }
+
+    /// Non-blocking: has the child exited (and been reaped)?
+    public var isRunning: Bool {
+        lock.withLock {
+            if exitStatus != nil { return false }
+            var status: Int32 = 0
+            let r = waitpid(pid, &status, WNOHANG)
+            if r == pid || (r < 0 && errno == ECHILD) {
+                exitStatus = r == pid ? Self.decode(status) : -1
+                return false
+            }
+            return true
+        }
+    }
+
+    /// Exit code (or 128+signal), once exited.
+    public var terminationStatus: Int32? {
+        _ = isRunning
+        return lock.withLock { exitStatus }
+    }
+
+    /// Polls the output until `predicate` finds what it wants, or fails after `timeout`.
+    public func waitForOutput<T>(timeout: TimeInterval = 10, _ predicate: (String) -> T?) throws -> T {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if let found = predicate(outputText) { return found }
+            if !isRunning {
+                if let found = predicate(outputText) { return found }
+                throw TestSupportError("process exited (\(terminationStatus ?? -1)) before the expected output; output:\n\(outputText)")
+            }
+            usleep(20_000)
+        }
+        throw TestSupportError("timed out waiting for process output; output so far:\n\(outputText)")
+    }
+
+    /// Waits for the child to exit by itself, up to `timeout`; returns its status or nil.
+    public func waitForExit(timeout: TimeInterval) -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if !isRunning { return terminationStatus }
+            usleep(20_000)
+        }
+        return nil
+    }
+
+    /// Sends `signal` to this child only.
+    public func signal(_ signal: Int32) {
+        if isRunning { kill(pid, signal) }
+    }
+
+    /// SIGTERM (then SIGKILL after 5 s) to this process only, and reaps it.
+    public func stop() {
+        guard isRunning else { return }
+        kill(pid, SIGTERM)
+        if waitForExit(timeout: 5) == nil {
+            kill(pid, SIGKILL)
+            _ = waitForExit(timeout: 5)
+        }
+    }
+
+    private static func decode(_ status: Int32) -> Int32 {
+        let signal = status & 0x7f
+        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+    }
+
+    /// Runs a command to completion and returns (status, combined output).
+    @discardableResult
+    public static func run(_ executable: String, _ arguments: [String], input: String? = nil,
+                           environment: [String: String]? = nil, currentDirectory: String? = nil) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try resolve(executable))
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        if let environment { process.environment = environment }
+        if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
+        let stdin = Pipe()
+        process.standardInput = stdin
+        try process.run()
+        if let input { stdin.fileHandleForWriting.write(Data(input.utf8)) }
+        try? stdin.fileHandleForWriting.close()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    /// Like `run`, but throws with the output when the command fails.
+    @discardableResult
+    public static func check(_ executable: String, _ arguments: [String], input: String? = nil) throws -> String {
+        let (status, output) = try run(executable, arguments, input: input)
+        guard status == 0 else {
+            throw TestSupportError("\(executable) \(arguments.joined(separator: " ")) exited \(status):\n\(output)")
+        }
+        return output
+    }
+
+    static func resolve(_ executable: String) throws -> String {
+        if executable.contains("/") { return executable }
+        for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
+            let candidate = "\(directory)/\(executable)"
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        throw TestSupportError("\(executable) is not on PATH")
+    }
+}
