@@ -90,11 +90,12 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         switch state {
         case .handshaking, .awaitingCertificate:
             context.fireErrorCaught(TLSError.tlsHandshake("connection closed by peer during the handshake"))
-        case .active, .outputClosed:
+        case .active:
             // EOF without close_notify: the peer (or a middlebox) cut the stream;
             // what was read may be truncated, so say so.
             context.fireErrorCaught(TLSError.uncleanShutdown)
-        case .idle, .inputClosed, .closing, .closed:
+        case .idle, .outputClosed, .inputClosed, .closing, .closed:
+            // After our own close_notify a peer may simply hang up (RFC 8446 §6.1).
             break
         }
         state = .closed
