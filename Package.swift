@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "pinproxy", targets: ["pinproxy"]),
+        .executable(name: "pinproxy-tlsbench", targets: ["pinproxy-tlsbench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -41,6 +42,16 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // bench/tls.sh: handshakes/s and bulk MB/s through a TLSHandler pair.
+        .executableTarget(
+            name: "pinproxy-tlsbench",
+            dependencies: [
+                "PinproxyTLS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ],
+            path: "Benchmarks/TLSBench"
+        ),
         // Helpers shared by the test targets: PKI made with the openssl CLI, child processes, temp dirs.
         .target(
             name: "PinproxyTestSupport",
@@ -59,6 +70,14 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]
+        ),
+        // Drives the built `pinproxy` binary and real clients (curl, openssl).
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: [
+                "pinproxy",
+                "PinproxyTestSupport",
             ]
         ),
     ]

@@ -1,0 +1,90 @@
+import ArgumentParser
+import Foundation
+import PinproxyTLS
+
+/// Where the CA lives: `--ca-cert`/`--ca-key`, else the embedded defaults under `state/`.
+struct CALocation: ParsableArguments {
+    @Option(name: .customLong("ca-cert"), help: "The CA certificate (default: state/ca.pem).")
+    var certificate: String = "state/ca.pem"
+
+    @Option(name: .customLong("ca-key"), help: "The CA private key (default: state/ca-key.pem).")
+    var key: String = "state/ca-key.pem"
+}
+
+struct CACommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ca",
+        abstract: "Create, show and export pinproxy's interception CA.",
+        subcommands: [Init.self, Show.self, Export.self])
+
+    struct Init: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Create the interception CA (ECDSA P-256, ten years, key mode 0600) if it does not exist.")
+        @OptionGroup var location: CALocation
+
+        func run() throws {
+            do {
+                let (ca, created) = try CertificateAuthority.loadOrCreate(certificatePath: location.certificate, keyPath: location.key)
+                if created {
+                    print("created \(location.certificate) and \(location.key) (mode 0600)")
+                } else {
+                    print("exists: \(location.certificate); nothing changed")
+                }
+                print(Show.describe(ca.certificate), terminator: "")
+            } catch {
+                standardError("pinproxy ca init: \(PinCommand.reason(error))")
+                throw ExitCode(1)
+            }
+        }
+    }
+
+    struct Show: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print the CA's subject, SHA-256 fingerprint, notAfter and pin.")
+        @OptionGroup var location: CALocation
+
+        func run() throws {
+            do {
+                let ca = try CertificateAuthority.load(certificatePath: location.certificate, keyPath: location.key)
+                print(Self.describe(ca.certificate), terminator: "")
+            } catch {
+                standardError("pinproxy ca show: \(PinCommand.reason(error))")
+                throw ExitCode(1)
+            }
+        }
+
+        static func describe(_ certificate: Certificate) -> String {
+            """
+            subject:     \(certificate.subject)
+            sha256:      \(certificate.fingerprintSHA256)
+            not_before:  \(CertificateListing.rfc3339(certificate.notBefore))
+            not_after:   \(CertificateListing.rfc3339(certificate.notAfter))
+            pin:         sha256/\(certificate.spkiSHA256)
+
+            """
+        }
+    }
+
+    struct Export: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Write the CA certificate (PEM) for clients to trust.")
+        @OptionGroup var location: CALocation
+
+        @Option(name: .long, help: "Write to this file instead of standard output.")
+        var out: String?
+
+        func run() throws {
+            do {
+                // Only the certificate is read: exporting needs no access to the key.
+                let certificate = try Certificate.loadPEM(file: location.certificate)[0]
+                if let out {
+                    try SecureFileWriter.write(Array(certificate.pemString.utf8), to: out, mode: 0o644, exclusive: false)
+                    standardError("wrote \(out)")
+                } else {
+                    print(certificate.pemString, terminator: "")
+                }
+            } catch {
+                standardError("pinproxy ca export: \(PinCommand.reason(error))")
+                throw ExitCode(1)
+            }
+        }
+    }
+}

@@ -1,0 +1,46 @@
+import Foundation
+import PinproxyTLS
+
+/// How `pin` and `ca show` print certificates (DESIGN §10).
+enum CertificateListing {
+    enum Format: String, CaseIterable {
+        case text
+        case yaml
+    }
+
+    /// `sha256/BASE64  subject=…  issuer=…  not_after=RFC3339`, one line a certificate,
+    /// or a YAML list ready to paste under `spki_sha256:`.
+    static func render(_ certificates: [Certificate], format: Format) -> String {
+        switch format {
+        case .text:
+            return certificates.map { c in
+                "sha256/\(c.spkiSHA256)  subject=\(c.subject)  issuer=\(c.issuer)  not_after=\(rfc3339(c.notAfter))"
+            }.joined(separator: "\n") + "\n"
+        case .yaml:
+            return certificates.map { c in
+                "- pin: \"\(c.spkiSHA256)\"\n  note: \(yamlQuoted("\(c.subject), expires \(rfc3339(c.notAfter))"))"
+            }.joined(separator: "\n") + "\n"
+        }
+    }
+
+    static func rfc3339(_ date: Date) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        return formatter.string(from: date)
+    }
+
+    /// A double-quoted YAML scalar (subjects hold commas, colons and quotes).
+    static func yamlQuoted(_ text: String) -> String {
+        var escaped = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": escaped += "\\\""
+            case "\\": escaped += "\\\\"
+            case "\n": escaped += "\\n"
+            default: escaped.unicodeScalars.append(scalar)
+            }
+        }
+        return "\"\(escaped)\""
+    }
+}

@@ -1,0 +1,95 @@
+import Foundation
+import PinproxyTestSupport
+import Testing
+
+@Suite("pinproxy pin and pinproxy ca")
+struct CLITests {
+    @Test(arguments: TestPKI.KeyType.allCases)
+    func pinPrintsTheOpenSSLRecipesPinForEveryCertificate(keyType: TestPKI.KeyType) throws {
+        let dir = try TemporaryDirectory()
+        let pki = try TestPKI.make(in: dir, keyType: keyType)
+        let (status, out, err) = try PinproxyBinary.run(["pin", pki.chainFile, pki.rootCertificate])
+        #expect(status == 0, "\(err)")
+        let lines = out.split(separator: "\n").map(String.init)
+        #expect(lines.count == 3)
+        let expected = try [pki.leafCertificate, pki.intermediateCertificate, pki.rootCertificate].map(TestPKI.opensslSPKIPin)
+        #expect(lines.map { String($0.prefix { $0 != " " }) } == expected.map { "sha256/\($0)" })
+        #expect(lines[0].contains("  subject=CN=localhost  issuer=CN=Test Intermediate pki \(keyType.rawValue),O=pinproxy tests  not_after=20"))
+        #expect(lines[0].hasSuffix("Z"))
+    }
+
+    @Test func pinAsYAMLIsAListReadyToPaste() throws {
+        let dir = try TemporaryDirectory()
+        let pki = try TestPKI.make(in: dir)
+        let (status, out, _) = try PinproxyBinary.run(["pin", "--format", "yaml", pki.chainFile])
+        #expect(status == 0)
+        let yamlFile = try dir.write("pins.yaml", "spki_sha256:\n" + out.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n") + "\n")
+        let parsed = try ChildProcess.check("python3", ["-c", """
+            import yaml, sys
+            doc = yaml.safe_load(open(sys.argv[1]))
+            for entry in doc["spki_sha256"]:
+                print(entry["pin"], "|", entry["note"])
+            """, yamlFile])
+        let rows = parsed.split(separator: "\n")
+        #expect(rows.count == 2)
+        #expect(rows[0].hasPrefix(try TestPKI.opensslSPKIPin(pki.leafCertificate) + " | CN=localhost, expires 20"))
+    }
+
+    @Test func pinConnectPrintsTheChainTheServerSent() throws {
+        let dir = try TemporaryDirectory()
+        let pki = try TestPKI.make(in: dir, keyType: .rsa)
+        let server = try OpenSSLServer(directory: dir, certificate: pki.leafCertificate, key: pki.leafKey, chain: pki.intermediateCertificate)
+        defer { server.stop() }
+        let (status, out, err) = try PinproxyBinary.run([
+            "pin", "--connect", "127.0.0.1:\(server.port)", "--servername", "localhost", "--ca-file", pki.rootCertificate,
+        ])
+        #expect(status == 0, "\(err)")
+        let pins = out.split(separator: "\n").map { String($0.prefix { $0 != " " }) }
+        #expect(pins == (try [pki.leafCertificate, pki.intermediateCertificate].map { "sha256/" + (try TestPKI.opensslSPKIPin($0)) }))
+        #expect(err.contains("verification: ok (3 certificates to a trusted root)"))
+
+        // Without the right trust store the chain is still shown, and the failure said.
+        let untrusted = try PinproxyBinary.run(["pin", "--connect", "127.0.0.1:\(server.port)", "--servername", "localhost", "--format", "yaml"])
+        #expect(untrusted.status == 0)
+        #expect(untrusted.stdout.components(separatedBy: "- pin: ").count == 3)
+        #expect(untrusted.stderr.contains("verification: FAILED: unable to get local issuer certificate"))
+    }
+
+    @Test func pinConnectToNothingFailsWithAReason() throws {
+        // Port 1 on loopback: nothing listens there on a test machine.
+        let (status, _, err) = try PinproxyBinary.run(["pin", "--connect", "127.0.0.1:1"])
+        #expect(status == 1)
+        #expect(err.contains("pinproxy pin: 127.0.0.1:1: "))
+        #expect(err.lowercased().contains("refused"))
+    }
+
+    @Test func caInitShowAndExport() throws {
+        let dir = try TemporaryDirectory()
+        let location = ["--ca-cert", dir.file("state/ca.pem"), "--ca-key", dir.file("state/ca-key.pem")]
+        let created = try PinproxyBinary.run(["ca", "init"] + location)
+        #expect(created.status == 0, "\(created.stderr)")
+        #expect(created.stdout.contains("created"))
+        var info = stat()
+        stat(dir.file("state/ca-key.pem"), &info)
+        #expect(info.st_mode & 0o777 == 0o600)
+
+        let again = try PinproxyBinary.run(["ca", "init"] + location)
+        #expect(again.status == 0 && again.stdout.contains("nothing changed"))
+
+        let shown = try PinproxyBinary.run(["ca", "show"] + location)
+        let fingerprint = try ChildProcess.check("openssl", ["x509", "-in", dir.file("state/ca.pem"), "-noout", "-fingerprint", "-sha256"])
+            .split(separator: "=", maxSplits: 1)[1].trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(shown.stdout.contains("sha256:      \(fingerprint)"))
+        #expect(shown.stdout.contains("pin:         sha256/\(try TestPKI.opensslSPKIPin(dir.file("state/ca.pem")))"))
+        #expect(shown.stdout.contains("not_after:   20"))
+
+        let exported = try PinproxyBinary.run(["ca", "export", "--out", dir.file("trust.pem")] + location)
+        #expect(exported.status == 0)
+        #expect(try String(contentsOfFile: dir.file("trust.pem"), encoding: .utf8) == String(contentsOfFile: dir.file("state/ca.pem"), encoding: .utf8))
+
+        chmod(dir.file("state/ca-key.pem"), 0o640)
+        let refused = try PinproxyBinary.run(["ca", "show"] + location)
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("CA key \(dir.file("state/ca-key.pem")) is readable by group or others (mode 640); run: chmod 600"))
+    }
+}
