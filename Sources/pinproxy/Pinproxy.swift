@@ -5,5 +5,5 @@ struct Pinproxy: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pinproxy",
         abstract: "A configuration-driven pinning egress proxy.",
-        subcommands: [])
+        subcommands: [CheckCommand.self])
 }
