@@ -47,19 +47,17 @@ struct PolicyValidator {
         let host = "`\(spec.match.text)`"
         for finding in PinTimeline.findings(pins: pins.pins, now: now, horizon: horizon) {
             let location = finding.expiringPin?.location ?? pins.location
-            let cause = finding.expiringPin.map { pin in
-                "when pin \(pin.hash.prefix(12))…\(pin.note.map { " (\($0))" } ?? "") expires on \(DateText.format(pin.notAfter!))"
-            }
-            switch (finding.kind, cause) {
-            case (.noBackup, let cause?):
-                bag.warning(location, "\(host) has no backup pin from \(DateText.format(finding.at)), \(cause): fewer than two active pins")
-            case (.noBackup, nil):
-                bag.warning(location, "\(host) has fewer than two active pins (no backup) as of \(DateText.format(finding.at))")
-            case (.outage, let cause):
+            // Name the expiring pin's own last instant: the date the file says.
+            let when = finding.expiringPin.map { pin in
+                "after \(DateText.format(pin.notAfter!)), when pin \(pin.hash.prefix(12))…\(pin.note.map { " (\($0))" } ?? "") expires"
+            } ?? "as of \(DateText.format(finding.at))"
+            switch finding.kind {
+            case .noBackup:
+                bag.warning(location, "\(host) has no backup pin \(when): fewer than two active pins (enforce mode)")
+            case .outage:
                 let effect = pins.onExpiry == .fail
                     ? "every connection will be refused with pins_expired (outage)"
                     : "pinning stops and the verified chain alone is trusted (on_expiry: chain_only)"
-                let when = cause.map { "from \(DateText.format(finding.at)), \($0)" } ?? "as of \(DateText.format(finding.at))"
                 bag.warning(location, "\(host) has no active pin \(when): \(effect)")
             }
         }
