@@ -35,7 +35,7 @@ struct CheckCommand: ParsableCommand {
     func run() throws {
         let loader = PolicyLoader(configFile: config, horizon: horizon)
         let result = loader.load()
-        let report = CheckReport(diagnostics: result.diagnostics, strict: strict)
+        let report = CheckReport(diagnostics: result.diagnostics, strict: strict, relativeTo: loader.workingDirectory)
         let output = format == .json ? report.json : report.text
         FileHandle.standardOutput.write(Data(output.utf8))
         if !report.isValid { throw ExitCode(report.exitCode) }

@@ -167,9 +167,20 @@ struct BrokenConfigTests {
             "policies/p.yaml:3:24: warning: TLS 1.1 is below 1.2: the upstream leg may negotiate a legacy protocol",
         ])
         #expect(CheckReport(diagnostics: result.diagnostics).isValid)
-        let strict = CheckReport(diagnostics: result.diagnostics, strict: true)
+        let strict = CheckReport(diagnostics: result.diagnostics, strict: true, relativeTo: tree.root)
         #expect(!strict.isValid)
         #expect(strict.errors.map(\.severity) == [.error])
+        #expect(strict.text == """
+            policies/p.yaml:3:24: error: TLS 1.1 is below 1.2: the upstream leg may negotiate a legacy protocol
+            configuration invalid (1 error, 0 warnings)
+
+            """)
+        let relative = CheckReport(diagnostics: result.diagnostics, relativeTo: tree.root)
+        #expect(relative.json == """
+            {"valid": true, "errors": [], "warnings": [{"file": "policies/p.yaml", "line": 3, "column": 24, \
+            "message": "TLS 1.1 is below 1.2: the upstream leg may negotiate a legacy protocol"}]}
+
+            """)
     }
 
     @Test func transitionWindowAlreadyOverWarns() throws {

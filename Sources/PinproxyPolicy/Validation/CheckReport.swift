@@ -6,9 +6,17 @@ public struct CheckReport: Sendable {
     public let errors: [Diagnostic]
     public let warnings: [Diagnostic]
 
-    /// `strict` turns every warning into an error (a CI gate).
-    public init(diagnostics: [Diagnostic], strict: Bool = false) {
-        let sorted = diagnostics.sortedByLocation()
+    /// `strict` turns every warning into an error (a CI gate). Files under
+    /// `relativeTo` (the working directory) print relative to it, as typed.
+    public init(diagnostics: [Diagnostic], strict: Bool = false, relativeTo directory: String? = nil) {
+        var shown = diagnostics
+        if let directory {
+            let prefix = directory.hasSuffix("/") ? directory : directory + "/"
+            for index in shown.indices where shown[index].location.file.hasPrefix(prefix) {
+                shown[index].location.file.removeFirst(prefix.count)
+            }
+        }
+        let sorted = shown.sortedByLocation()
         if strict {
             errors = sorted.map(\.asError)
             warnings = []
