@@ -13,6 +13,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         // System OpenSSL 3 (Debian's libssl-dev), plus C shims for its function-like macros.
@@ -31,11 +32,25 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Config model, YAML loading with marks, validation, host matching, pin
+        // evaluation (pure, clock injected), compiled snapshots and reload.
+        .target(
+            name: "PinproxyPolicy",
+            dependencies: [
+                "PinproxyTLS",
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ]
+        ),
         // The command line.
         .executableTarget(
             name: "pinproxy",
             dependencies: [
                 "PinproxyTLS",
+                "PinproxyPolicy",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -70,6 +85,15 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
+            name: "PinproxyPolicyTests",
+            dependencies: [
+                "PinproxyPolicy",
+                "PinproxyTLS",
+                "PinproxyTestSupport",
+                .product(name: "Yams", package: "Yams"),
             ]
         ),
         // Drives the built `pinproxy` binary and real clients (curl, openssl).

@@ -1,0 +1,69 @@
+import Foundation
+import Logging
+import Yams
+
+/// Reads the main file into a `PinproxyConfig`. Keys the file leaves out
+/// keep the embedded defaults (resolved against the working directory, since
+/// no file named them); keys it writes resolve against its directory.
+struct MainConfigLoader {
+    let environment: [String: String]
+    let workingDirectory: String
+
+    func load(file: String, into bag: DiagnosticBag) -> PinproxyConfig? {
+        let absolute = PathResolution.resolve(file, against: workingDirectory)
+        var config = PinproxyConfig.defaults(workingDirectory: workingDirectory)
+        config.file = absolute
+        config.sourceMap = SourceMap(origin: .file(absolute))
+        guard let document = YAMLDocument.load(file: absolute, into: bag) else { return nil }
+        // An empty file is a valid file of defaults.
+        guard let root = document.root else { return config }
+        let reader = NodeReader(file: absolute, environment: environment, bag: bag)
+        guard let top = MappingReader(root, reader: reader, key: "the main file", schemaPath: "", mapPrefix: "", table: ConfigKeys.main) else {
+            return nil
+        }
+        read(top, into: &config)
+        return config
+    }
+
+    private func read(_ top: MappingReader, into config: inout PinproxyConfig) {
+        let table = ConfigKeys.main
+        top.record(into: &config.sourceMap)
+        if let v = top.hostPort("listen") { config.listen = v }
+        if let admin = top.child("admin", table: table) {
+            admin.record(into: &config.sourceMap)
+            if let v = admin.hostPort("listen") { config.admin.listen = v }
+        }
+        if let ca = top.child("ca", table: table) {
+            ca.record(into: &config.sourceMap)
+            if let v = ca.path("cert") { config.ca.certificatePath = v }
+            if let v = ca.path("key") { config.ca.keyPath = v }
+        }
+        if let v = top.path("policies") { config.policiesPath = v }
+        if let v = top.choice("default_action", PinproxyConfig.DefaultAction.self) { config.defaultAction = v }
+        if let clients = top.child("clients", table: table) {
+            clients.record(into: &config.sourceMap)
+            if let v = clients.cidrs("allow") { config.clientsAllow = v }
+        }
+        if let network = top.child("network", table: table) {
+            network.record(into: &config.sourceMap)
+            if let v = network.bool("deny_private") { config.network.denyPrivate = v }
+            if let v = network.cidrs("allow") { config.network.allow = v }
+        }
+        if let limits = top.child("limits", table: table) {
+            limits.record(into: &config.sourceMap)
+            if let v = limits.int("max_client_connections", atLeast: 1) { config.limits.maxClientConnections = v }
+            if let v = limits.duration("header_timeout", allowZero: false) { config.limits.headerTimeout = v }
+            if let v = limits.duration("idle_timeout", allowZero: false) { config.limits.idleTimeout = v }
+            if let v = limits.int("max_header_bytes", atLeast: 1024) { config.limits.maxHeaderBytes = v }
+            if let v = limits.duration("shutdown_grace") { config.limits.shutdownGrace = v }
+        }
+        if let spotify = top.child("spotify", table: table) {
+            SpotifyConfigReader().read(spotify, into: &config)
+        }
+        if let log = top.child("log", table: table) {
+            log.record(into: &config.sourceMap)
+            if let v = log.choice("level", Logger.Level.self) { config.log.level = v }
+            if let v = log.choice("format", PinproxyConfig.LogFormat.self) { config.log.format = v }
+        }
+    }
+}

@@ -1,0 +1,86 @@
+import PinproxyTLS
+
+/// One entry of a policy file's `hosts:` list, as written, defaults applied
+/// (DESIGN §3). Pure data: `PolicyCompiler` turns it into a `HostPolicy` with
+/// its TLS context built and its Spotify session resolved.
+public struct HostPolicySpec: Sendable, Hashable {
+    public enum Action: String, Sendable, Hashable, CaseIterable {
+        /// Terminate the client's TLS with a minted leaf; talk to the upstream under this policy.
+        case intercept
+        /// Blind splice: no TLS of ours, no pins, no tokens.
+        case tunnel
+        /// 403 `host_denied`.
+        case deny
+    }
+
+    public var match: HostPattern
+    public var action: Action
+    /// Dial these instead of the host (tried in order on connect failure); empty: the host itself.
+    public var upstream: [HostPort]
+    /// Absolute-form `http://` requests go upstream over TLS.
+    public var upgradeToTLS: Bool
+    public var tls: TLSPolicy
+    /// nil: no `pins:` at all, chain-only by intent (`unpinned`).
+    public var pins: PinPolicy?
+    public var auth: AuthPolicy?
+    public var headers: HeaderRules
+    public var connectTimeout: Duration
+    public var handshakeTimeout: Duration
+    public var responseTimeout: Duration
+    /// Re-dials on refused / timeout / DNS failure, before any byte is sent.
+    public var retries: Int
+    public var maxUpstreamConnections: Int
+    public var queueTimeout: Duration
+    /// Active handshake probe interval; `.zero` disables it.
+    public var probeInterval: Duration
+    /// The policy file, absolute.
+    public var file: String
+    public var sourceMap: SourceMap
+
+    /// Where the policy starts (its `match:` value).
+    public var location: SourceLocation { sourceMap["match"] }
+}
+
+/// The upstream leg's TLS, from the policy alone (never from the client's hello).
+public struct TLSPolicy: Sendable, Hashable {
+    public var minimumVersion: TLSVersion
+    public var allowLegacyTLS: Bool
+    public var maximumVersion: TLSVersion?
+    /// OpenSSL cipher string for TLS ≤ 1.2; nil keeps OpenSSL's default.
+    public var ciphers: String?
+    /// TLS 1.3 ciphersuites; nil keeps OpenSSL's default.
+    public var ciphersuites: String?
+    /// Custom trust store (PEM), absolute; nil: the system's.
+    public var caFile: String?
+    /// mTLS towards the upstream, absolute paths.
+    public var clientCertificate: String?
+    public var clientKey: String?
+
+    public static let defaults = TLSPolicy(
+        minimumVersion: .v1_2, allowLegacyTLS: false, maximumVersion: nil,
+        ciphers: nil, ciphersuites: nil, caFile: nil, clientCertificate: nil, clientKey: nil)
+}
+
+/// `auth:`: which session's bearer token to attach, and when.
+public struct AuthPolicy: Sendable, Hashable {
+    /// A name under `spotify.sessions`.
+    public var spotifySession: String
+    /// Remove a client-sent `Authorization`, so the proxy never forwards a mix.
+    public var replaceClientAuth: Bool
+    /// Attach also after a report-mode mismatch or with no active pins.
+    public var attachUnpinned: Bool
+}
+
+/// `headers:`: applied to every request inside an intercepted session.
+public struct HeaderRules: Sendable, Hashable {
+    public struct Field: Sendable, Hashable {
+        public var name: String
+        public var value: String
+    }
+
+    /// In file order.
+    public var set: [Field]
+    public var remove: [String]
+
+    public static let none = HeaderRules(set: [], remove: [])
+}

@@ -1,0 +1,43 @@
+/// `HOST:PORT` as listeners and `upstream:` are written (`127.0.0.1:8080`,
+/// `[::1]:9090`, `api.internal:443`). The host stays text: a listener binds
+/// it, an upstream resolves it at dial time (where the SSRF guard runs).
+public struct HostPort: Sendable, Hashable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    /// Parses `HOST:PORT`; an IPv6 host must be bracketed.
+    public init?(parsing text: String) {
+        let hostPart: Substring
+        let portPart: Substring
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else { return nil }
+            hostPart = text[text.index(after: text.startIndex)..<close]
+            let rest = text[text.index(after: close)...]
+            guard rest.hasPrefix(":") else { return nil }
+            portPart = rest.dropFirst()
+            guard IPAddress.parse(String(hostPart))?.count == 16 else { return nil }
+        } else {
+            guard let colon = text.lastIndex(of: ":") else { return nil }
+            hostPart = text[..<colon]
+            portPart = text[text.index(after: colon)...]
+            // An unbracketed IPv6 address has more colons: ambiguous, refused.
+            guard !hostPart.contains(":") else { return nil }
+        }
+        guard !hostPart.isEmpty, !hostPart.contains(where: { $0 == " " || $0 == "/" }),
+              !portPart.isEmpty, portPart.allSatisfy(\.isASCIIDigitChar),
+              let port = Int(portPart), (1...65535).contains(port) else { return nil }
+        self.host = String(hostPart)
+        self.port = port
+    }
+
+    public var description: String {
+        host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+    }
+
+    static let expectation = "HOST:PORT (e.g. 127.0.0.1:8080 or [::1]:8080)"
+}

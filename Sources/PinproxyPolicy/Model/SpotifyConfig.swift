@@ -1,0 +1,67 @@
+/// The `spotify:` section: token sessions that host policies name in
+/// `auth.spotify`, and the optional token swap backend (DESIGN §3, §7).
+public struct SpotifyConfig: Sendable {
+    /// Token endpoint base (`{accounts}/api/token`); its own connection obeys
+    /// the host policy of its host.
+    public var accounts: String
+    /// Longest a request waits for a token before 503 `token_unavailable`.
+    public var tokenTimeout: Duration
+    public var sessions: [String: SpotifySession]
+    /// Absent: the swap backend is off.
+    public var swap: SpotifySwap?
+
+    public init(accounts: String, tokenTimeout: Duration, sessions: [String: SpotifySession], swap: SpotifySwap?) {
+        self.accounts = accounts
+        self.tokenTimeout = tokenTimeout
+        self.sessions = sessions
+        self.swap = swap
+    }
+}
+
+/// A secret given inline (from `${VAR}`) or as a file holding the raw value.
+/// Files are read by whoever uses the secret, when it is used, so a rotated
+/// secret file is picked up without a reload.
+public enum SecretSource: Sendable, Hashable, CustomStringConvertible {
+    case inline(Secret)
+    case file(String)
+
+    public var description: String {
+        switch self {
+        case .inline: return "inline <redacted>"
+        case .file(let path): return "file \(path)"
+        }
+    }
+}
+
+public struct SpotifySession: Sendable, Hashable {
+    public enum Flow: String, Sendable, Hashable, CaseIterable {
+        case clientCredentials = "client_credentials"
+        case refreshToken = "refresh_token"
+    }
+
+    public var name: String
+    public var flow: Flow
+    public var clientID: String
+    /// Required for `client_credentials`; optional for `refresh_token` (PKCE).
+    public var clientSecret: SecretSource?
+    /// `refresh_token` flow: the stored token, rewritten 0600 on rotation.
+    public var refreshTokenFile: String?
+    /// Refresh this long before expiry (capped at half the lifetime, DESIGN §10).
+    public var refreshBefore: Duration
+    /// Where `pinproxy spotify login` listens for the authorization code.
+    public var redirectURI: String?
+    /// The session's name under `spotify.sessions`.
+    public var location: SourceLocation
+}
+
+public struct SpotifySwap: Sendable, Hashable {
+    public var listen: HostPort
+    /// The session whose client id and secret the swap calls use.
+    public var session: String
+    public var redirectURI: String
+    /// AES-256 key, base64 of 32 bytes.
+    public var key: SecretSource
+    /// The reference swap service's secret; its tokens are accepted read-only.
+    public var legacySecretFile: String?
+    public var location: SourceLocation
+}

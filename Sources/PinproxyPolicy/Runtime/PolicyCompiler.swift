@@ -1,0 +1,83 @@
+import PinproxyTLS
+
+/// Builds each policy's upstream `TLSContext`, which is where OpenSSL judges
+/// cipher strings, trust files and client keys. A failure is pinned to the
+/// key that caused it by retrying the pieces alone: a bad `ciphers` line is
+/// reported at `ciphers`, not at the policy.
+struct PolicyCompiler {
+    let config: PinproxyConfig
+
+    func compile(_ specs: [HostPolicySpec], into bag: DiagnosticBag) -> [HostPolicy] {
+        specs.compactMap { spec in
+            guard let context = buildContext(spec, into: bag) else { return nil }
+            let session = spec.auth.flatMap { config.spotify.sessions[$0.spotifySession] }
+            return HostPolicy(spec: spec, tlsContext: context, spotifySession: session)
+        }
+    }
+
+    private func buildContext(_ spec: HostPolicySpec, into bag: DiagnosticBag) -> TLSContext? {
+        let tls = spec.tls
+        var chain: [Certificate] = []
+        var key: PrivateKey?
+        var failed = false
+        if let path = tls.clientCertificate {
+            do { chain = try Certificate.loadPEM(file: path) } catch {
+                bag.error(spec.sourceMap["tls.client_cert"], "client certificate: \(Self.reason(error))")
+                failed = true
+            }
+        }
+        if let path = tls.clientKey {
+            do { key = try PrivateKey(pemFile: path) } catch {
+                bag.error(spec.sourceMap["tls.client_key"], "client key: \(Self.reason(error))")
+                failed = true
+            }
+        }
+        var configuration = TLSConfiguration(
+            role: .client,
+            minimumVersion: tls.minimumVersion,
+            maximumVersion: tls.maximumVersion,
+            cipherList: tls.ciphers,
+            cipherSuites: tls.ciphersuites,
+            trustRoots: tls.caFile.map { .file($0) } ?? .system,
+            certificateChain: chain,
+            privateKey: key)
+        if failed {
+            // Still judge the ciphers and trust file, so every problem shows at once.
+            configuration.certificateChain = []
+            configuration.privateKey = nil
+        }
+        do {
+            let context = try TLSContext(configuration: configuration)
+            return failed ? nil : context
+        } catch {
+            bag.error(locate(error, spec: spec), Self.reason(error))
+            return nil
+        }
+    }
+
+    /// Which key broke the context: each suspect is tried on its own.
+    private func locate(_ error: Error, spec: HostPolicySpec) -> SourceLocation {
+        let tls = spec.tls
+        func fails(_ configuration: TLSConfiguration) -> Bool {
+            (try? TLSContext(configuration: configuration)) == nil
+        }
+        if let ciphers = tls.ciphers, fails(TLSConfiguration(role: .client, cipherList: ciphers)) {
+            return spec.sourceMap["tls.ciphers"]
+        }
+        if let suites = tls.ciphersuites, fails(TLSConfiguration(role: .client, cipherSuites: suites)) {
+            return spec.sourceMap["tls.ciphersuites"]
+        }
+        if let caFile = tls.caFile, fails(TLSConfiguration(role: .client, trustRoots: .file(caFile))) {
+            return spec.sourceMap["tls.ca_file"]
+        }
+        if tls.clientCertificate != nil {
+            return spec.sourceMap["tls.client_key"]
+        }
+        return spec.sourceMap["tls"]
+    }
+
+    static func reason(_ error: Error) -> String {
+        if let tls = error as? TLSError { return tls.reason }
+        return "\(error)"
+    }
+}

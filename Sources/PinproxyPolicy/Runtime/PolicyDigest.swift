@@ -1,0 +1,57 @@
+import Foundation
+import PinproxyTLS
+
+/// A digest per host policy over a canonical rendering: every field that
+/// changes behaviour, in a fixed order, and nothing that does not (source
+/// locations, comments, key order). Editing a comment keeps the digest;
+/// changing a pin's date changes it.
+enum PolicyDigest {
+    static func digest(of spec: HostPolicySpec) -> String {
+        SHA256Digest.hash(Array(canonicalRendering(spec).utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+
+    static func canonicalRendering(_ s: HostPolicySpec) -> String {
+        var lines: [String] = []
+        func put(_ key: String, _ value: Any?) {
+            lines.append("\(key)=\(value.map { "\($0)" } ?? "null")")
+        }
+        func date(_ d: Date?) -> String? { d.map { String($0.timeIntervalSince1970) } }
+        put("match", s.match.key)
+        put("action", s.action.rawValue)
+        put("upstream", s.upstream.map(\.description).joined(separator: ","))
+        put("upgrade_to_tls", s.upgradeToTLS)
+        put("tls.min_version", s.tls.minimumVersion.rawValue)
+        put("tls.allow_legacy_tls", s.tls.allowLegacyTLS)
+        put("tls.max_version", s.tls.maximumVersion?.rawValue)
+        put("tls.ciphers", s.tls.ciphers)
+        put("tls.ciphersuites", s.tls.ciphersuites)
+        put("tls.ca_file", s.tls.caFile)
+        put("tls.client_cert", s.tls.clientCertificate)
+        put("tls.client_key", s.tls.clientKey)
+        if let pins = s.pins {
+            put("pins.mode", pins.mode.rawValue)
+            put("pins.on_expiry", pins.onExpiry.rawValue)
+            for pin in pins.pins {
+                put("pins.\(pin.kind.rawValue)", "\(pin.hash)|\(date(pin.notBefore) ?? "")|\(date(pin.notAfter) ?? "")")
+            }
+            put("pins.transition", pins.transition.map { "\(date($0.from)!)|\(date($0.until)!)" })
+        } else {
+            put("pins", nil)
+        }
+        if let auth = s.auth {
+            put("auth", "\(auth.spotifySession)|\(auth.replaceClientAuth)|\(auth.attachUnpinned)")
+        } else {
+            put("auth", nil)
+        }
+        for field in s.headers.set { put("headers.set", "\(field.name):\(field.value)") }
+        put("headers.remove", s.headers.remove.joined(separator: ","))
+        put("connect_timeout", DurationText.format(s.connectTimeout))
+        put("handshake_timeout", DurationText.format(s.handshakeTimeout))
+        put("response_timeout", DurationText.format(s.responseTimeout))
+        put("retries", s.retries)
+        put("max_upstream_connections", s.maxUpstreamConnections)
+        put("queue_timeout", DurationText.format(s.queueTimeout))
+        put("probe_interval", DurationText.format(s.probeInterval))
+        return lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,65 @@
+import Foundation
+
+/// Checks that need more than one value: duplicate patterns across files,
+/// sessions named by policies, windows already over, and the pin timeline.
+/// Per-value problems were reported by the readers as they went.
+struct PolicyValidator {
+    let config: PinproxyConfig
+    let now: Date
+    let horizon: Duration
+
+    func validate(_ specs: [HostPolicySpec], into bag: DiagnosticBag) {
+        var seen: [String: HostPolicySpec] = [:]
+        for spec in specs {
+            if let first = seen[spec.match.key] {
+                bag.error(spec.location, "duplicate host pattern `\(spec.match.text)`: already defined at \(first.location)")
+            } else {
+                seen[spec.match.key] = spec
+            }
+            validateAuth(spec, into: bag)
+            if let pins = spec.pins {
+                validateWindow(spec, pins, into: bag)
+                timeline(spec, pins, into: bag)
+            }
+        }
+    }
+
+    private func validateAuth(_ spec: HostPolicySpec, into bag: DiagnosticBag) {
+        guard let auth = spec.auth else { return }
+        if config.spotify.sessions[auth.spotifySession] == nil {
+            bag.error(spec.sourceMap["auth.spotify"], unknownSessionMessage(auth.spotifySession, known: Array(config.spotify.sessions.keys)))
+        }
+        if spec.action != .intercept {
+            bag.warning(spec.sourceMap["auth"], "`auth` has no effect with `action: \(spec.action.rawValue)`: only intercepted requests carry tokens")
+        } else if spec.pins == nil, !auth.attachUnpinned {
+            bag.warning(spec.sourceMap["auth"], "`\(spec.match.text)` has no pins, so no token will be attached: set `attach_unpinned: true` to trust the verified chain alone")
+        }
+    }
+
+    private func validateWindow(_ spec: HostPolicySpec, _ pins: PinPolicy, into bag: DiagnosticBag) {
+        guard let window = pins.transition, window.until < now else { return }
+        bag.warning(window.location, "transition window of `\(spec.match.text)` ended \(DateText.format(window.until)): mismatches are enforced again; remove it")
+    }
+
+    /// Enforce-mode policies only: a report-mode policy never refuses.
+    private func timeline(_ spec: HostPolicySpec, _ pins: PinPolicy, into bag: DiagnosticBag) {
+        guard pins.mode == .enforce else { return }
+        let host = "`\(spec.match.text)`"
+        for finding in PinTimeline.findings(pins: pins.pins, now: now, horizon: horizon) {
+            let location = finding.expiringPin?.location ?? pins.location
+            // Name the expiring pin's own last instant: the date the file says.
+            let when = finding.expiringPin.map { pin in
+                "after \(DateText.format(pin.notAfter!)), when pin \(pin.hash.prefix(12))…\(pin.note.map { " (\($0))" } ?? "") expires"
+            } ?? "as of \(DateText.format(finding.at))"
+            switch finding.kind {
+            case .noBackup:
+                bag.warning(location, "\(host) has no backup pin \(when): fewer than two active pins (enforce mode)")
+            case .outage:
+                let effect = pins.onExpiry == .fail
+                    ? "every connection will be refused with pins_expired (outage)"
+                    : "pinning stops and the verified chain alone is trusted (on_expiry: chain_only)"
+                bag.warning(location, "\(host) has no active pin \(when): \(effect)")
+            }
+        }
+    }
+}

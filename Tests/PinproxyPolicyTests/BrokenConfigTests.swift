@@ -1,0 +1,208 @@
+import Foundation
+import PinproxyPolicy
+import Testing
+
+/// Every broken configuration of DESIGN §3 is reported with its exact
+/// message, at the key (unknown keys) or at the value (bad values).
+struct BrokenConfigTests {
+    struct Case: CustomTestStringConvertible, Sendable {
+        var name: String
+        var main: String = "policies: policies\n"
+        var policy: String
+        var environment: [String: String] = [:]
+        var expected: [String]
+        var testDescription: String { name }
+    }
+
+    static let mainWithSession = """
+        policies: policies
+        spotify:
+          sessions:
+            app:
+              client_id: abc
+              client_secret: ${SECRET}
+        """
+
+    static let cases: [Case] = [
+        Case(name: "unknown key with suggestion", policy: """
+            hosts:
+              - match: a.example.com
+                acton: deny
+            """, expected: ["policies/p.yaml:3:5: error: unknown key `acton` in `hosts[]`; did you mean `action`?"]),
+        Case(name: "unknown key in the main file", main: "policies: policies\nlisen: 127.0.0.1:8080\n", policy: "hosts: []\n",
+             expected: ["pinproxy.yaml:2:1: error: unknown key `lisen`; did you mean `listen`?"]),
+        Case(name: "wrong type: scalar for integer", policy: """
+            hosts:
+              - match: a.example.com
+                retries: lots
+            """, expected: ["policies/p.yaml:3:14: error: `retries` must be a whole number ≥ 0, not `lots`"]),
+        Case(name: "wrong type: list for mapping", policy: """
+            hosts:
+              - match: a.example.com
+                tls: [1.2]
+            """, expected: ["policies/p.yaml:3:10: error: `tls` must be a mapping, not a list"]),
+        Case(name: "bad duration", policy: """
+            hosts:
+              - match: a.example.com
+                connect_timeout: 5 seconds
+            """, expected: ["policies/p.yaml:3:22: error: `connect_timeout` must be a duration such as 250ms, 10s, 5m, 1h or 30d, not `5 seconds`"]),
+        Case(name: "bad date", policy: """
+            hosts:
+              - match: a.example.com
+                pins:
+                  spki_sha256:
+                    - pin: "\(Fixture.pin(1))"
+                      not_after: 2027-02-30
+                    - pin: "\(Fixture.pin(2))"
+            """, expected: ["policies/p.yaml:6:22: error: `not_after` must be a date (2026-08-20) or an RFC 3339 date-time (2026-08-20T12:00:00Z), not `2027-02-30`"]),
+        Case(name: "transition window ends before it starts", policy: """
+            hosts:
+              - match: a.example.com
+                pins:
+                  spki_sha256: [{pin: "\(Fixture.pin(1))"}, {pin: "\(Fixture.pin(2))"}]
+                  transition:
+                    from: 2026-12-20
+                    until: 2026-12-01
+            """, expected: ["policies/p.yaml:7:16: error: window ends before it starts: `until` 2026-12-01T23:59:59Z is before `from` 2026-12-20T00:00:00Z"]),
+        Case(name: "pin window ends before it starts", policy: """
+            hosts:
+              - match: a.example.com
+                pins:
+                  spki_sha256:
+                    - pin: "\(Fixture.pin(1))"
+                      not_before: 2027-03-01
+                      not_after: 2027-02-01
+                    - pin: "\(Fixture.pin(2))"
+            """, expected: ["policies/p.yaml:7:22: error: window ends before it starts: `not_after` 2027-02-01T23:59:59Z is before `not_before` 2027-03-01T00:00:00Z"]),
+        Case(name: "pin not 32 bytes of base64", policy: """
+            hosts:
+              - match: a.example.com
+                pins:
+                  spki_sha256:
+                    - pin: "sha256/AAAA"
+                    - pin: "\(Fixture.pin(2))"
+            """, expected: ["policies/p.yaml:5:16: error: pin `sha256/AAAA` is not 32 bytes of base64 (a SHA-256, optionally `sha256/`-prefixed)"]),
+        Case(name: "unknown TLS version", policy: """
+            hosts:
+              - match: a.example.com
+                tls:
+                  min_version: "1.4"
+            """, expected: ["policies/p.yaml:4:20: error: unknown TLS version `1.4` for `min_version` (expected \"1.0\", \"1.1\", \"1.2\" or \"1.3\")"]),
+        Case(name: "legacy TLS without allow_legacy_tls", policy: """
+            hosts:
+              - match: a.example.com
+                tls:
+                  min_version: "1.0"
+            """, expected: ["policies/p.yaml:4:20: error: TLS 1.0 is legacy: set `allow_legacy_tls: true` to allow it"]),
+        Case(name: "cipher string OpenSSL rejects", policy: """
+            hosts:
+              - match: a.example.com
+                tls:
+                  ciphers: "ECDHE+AESGCM:NOPE"
+            """, expected: ["policies/p.yaml:4:16: error: cipher string element \"NOPE\" matches no cipher OpenSSL knows (error:0A0000B9:SSL routines::no cipher match)"]),
+        Case(name: "unknown TLS 1.3 ciphersuite", policy: """
+            hosts:
+              - match: a.example.com
+                tls:
+                  ciphers: "ECDHE+AESGCM"
+                  ciphersuites: "TLS_AES_128_GCM_SHA256:tls_aes_256_gcm_sha384"
+            """, expected: ["policies/p.yaml:5:21: error: unknown TLS 1.3 ciphersuite \"tls_aes_256_gcm_sha384\" (did you mean TLS_AES_256_GCM_SHA384?)"]),
+        Case(name: "unset ${VAR}", main: mainWithSession, policy: "hosts: []\n",
+             expected: ["pinproxy.yaml:6:22: error: environment variable `SECRET` is not set (referenced as `${SECRET}`)"]),
+        Case(name: "unknown Spotify session", main: mainWithSession, policy: """
+            hosts:
+              - match: a.example.com
+                pins:
+                  spki_sha256: [{pin: "\(Fixture.pin(1))"}, {pin: "\(Fixture.pin(2))"}]
+                auth:
+                  spotify: ap
+            """, environment: ["SECRET": "s3cret"],
+             expected: ["policies/p.yaml:6:16: error: unknown Spotify session `ap`; did you mean `app`?"]),
+        Case(name: "duplicate host pattern", policy: """
+            hosts:
+              - match: a.example.com
+                action: deny
+              - match: A.Example.com.
+                action: tunnel
+            """, expected: ["policies/p.yaml:4:12: error: duplicate host pattern `A.Example.com.`: already defined at policies/p.yaml:2:12"]),
+        Case(name: "YAML syntax error", policy: """
+            hosts:
+              - match: a.example.com
+                action: [deny
+            """, expected: ["policies/p.yaml:4:1: error: YAML syntax error: did not find expected ',' or ']' (while parsing a flow sequence at 3:13)"]),
+        Case(name: "policies path that does not exist", main: "policies: nowhere\n", policy: "hosts: []\n",
+             expected: ["pinproxy.yaml:1:11: error: policies path nowhere does not exist"]),
+    ]
+
+    @Test(arguments: cases)
+    func reportsExactMessageAndLocation(_ c: Case) throws {
+        let tree = try ConfigTree(main: c.main, policies: ["p.yaml": c.policy])
+        let result = tree.loader(environment: c.environment).load()
+        #expect(tree.rendered(result.errors) == c.expected)
+        #expect(result.snapshot == nil)
+    }
+
+    @Test func reportsEveryProblemAtOnce() throws {
+        let tree = try ConfigTree(policies: ["p.yaml": """
+            hosts:
+              - match: a.example.com
+                acton: deny
+                retries: lots
+                tls: {min_version: "9.9"}
+            """])
+        let result = tree.loader().load()
+        #expect(result.errors.count == 3)
+        #expect(result.errors.map(\.line) == [3, 4, 5])
+    }
+
+    @Test func strictTurnsWarningsIntoErrors() throws {
+        let tree = try ConfigTree(policies: ["p.yaml": """
+            hosts:
+              - match: a.example.com
+                tls: {min_version: "1.1", allow_legacy_tls: true}
+            """])
+        let result = tree.loader().load()
+        #expect(result.snapshot != nil)
+        #expect(tree.rendered(result.warnings) == [
+            "policies/p.yaml:3:24: warning: TLS 1.1 is below 1.2: the upstream leg may negotiate a legacy protocol",
+        ])
+        #expect(CheckReport(diagnostics: result.diagnostics).isValid)
+        let strict = CheckReport(diagnostics: result.diagnostics, strict: true, relativeTo: tree.root)
+        #expect(!strict.isValid)
+        #expect(strict.errors.map(\.severity) == [.error])
+        #expect(strict.text == """
+            policies/p.yaml:3:24: error: TLS 1.1 is below 1.2: the upstream leg may negotiate a legacy protocol
+            configuration invalid (1 error, 0 warnings)
+
+            """)
+        let relative = CheckReport(diagnostics: result.diagnostics, relativeTo: tree.root)
+        #expect(relative.json == """
+            {"valid": true, "errors": [], "warnings": [{"file": "policies/p.yaml", "line": 3, "column": 24, \
+            "message": "TLS 1.1 is below 1.2: the upstream leg may negotiate a legacy protocol"}]}
+
+            """)
+    }
+
+    @Test func transitionWindowAlreadyOverWarns() throws {
+        let tree = try ConfigTree(policies: ["p.yaml": """
+            hosts:
+              - match: a.example.com
+                pins:
+                  spki_sha256: [{pin: "\(Fixture.pin(1))"}, {pin: "\(Fixture.pin(2))"}]
+                  transition: {from: 2026-10-01, until: 2026-10-31}
+            """])
+        let result = tree.loader().load()
+        #expect(tree.rendered(result.diagnostics) == [
+            "policies/p.yaml:5:45: warning: transition window of `a.example.com` ended 2026-10-31T23:59:59Z: mismatches are enforced again; remove it",
+        ])
+    }
+
+    @Test func secretsNeverPrint() {
+        let secret = Secret("hunter2")
+        #expect("\(secret)" == "<redacted>")
+        #expect(String(reflecting: secret) == "Secret(<redacted>)")
+        var dumped = ""
+        dump(SecretSource.inline(secret), to: &dumped)
+        #expect(!dumped.contains("hunter2"))
+    }
+}

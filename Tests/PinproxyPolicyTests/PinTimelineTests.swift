@@ -1,0 +1,68 @@
+import Foundation
+import PinproxyPolicy
+import Testing
+
+/// `check` walks the horizon and names the first no-backup and outage moments.
+struct PinTimelineTests {
+    static let policy = """
+        hosts:
+          - match: a.example.com
+            pins:
+              spki_sha256:
+                - pin: "\(Fixture.pin(1))"
+                  not_after: 2026-12-02
+                  note: backup
+                - pin: "\(Fixture.pin(2))"
+                  not_after: 2026-12-12
+                  note: current
+        """
+
+    @Test func warnsAtTheBackupsExpiryAndAtTheOutage() throws {
+        let tree = try ConfigTree(policies: ["p.yaml": Self.policy])
+        let result = tree.loader().load()
+        #expect(result.snapshot != nil)
+        let backup = Fixture.pin(1).prefix(12)
+        let current = Fixture.pin(2).prefix(12)
+        #expect(tree.rendered(result.diagnostics) == [
+            "policies/p.yaml:5:16: warning: `a.example.com` has no backup pin after 2026-12-02T23:59:59Z, when pin \(backup)… (backup) expires: fewer than two active pins (enforce mode)",
+            "policies/p.yaml:8:16: warning: `a.example.com` has no active pin after 2026-12-12T23:59:59Z, when pin \(current)… (current) expires: every connection will be refused with pins_expired (outage)",
+        ])
+    }
+
+    @Test func theHorizonBoundsTheWalk() throws {
+        let tree = try ConfigTree(policies: ["p.yaml": Self.policy])
+        let result = tree.loader(horizon: .seconds(15 * 86400)).load()
+        #expect(result.warnings.count == 1)
+        #expect(result.warnings.first?.message.contains("no backup pin after 2026-12-02") == true)
+        #expect(tree.loader(horizon: .seconds(5 * 86400)).load().warnings.isEmpty)
+    }
+
+    @Test func singlePinWarnsAtOnceAndReportModeOrUnpinnedNever() throws {
+        let single = try ConfigTree(policies: ["p.yaml": """
+            hosts:
+              - match: a.example.com
+                pins:
+                  spki_sha256: [{pin: "\(Fixture.pin(1))"}]
+              - match: b.example.com
+                pins:
+                  mode: report
+                  spki_sha256: [{pin: "\(Fixture.pin(1))", not_after: 2026-11-30}]
+              - match: c.example.com
+            """])
+        let rendered = single.rendered(single.loader().load().diagnostics)
+        #expect(rendered == [
+            "policies/p.yaml:3:5: warning: `a.example.com` has no backup pin as of 2026-11-22T12:00:00Z: fewer than two active pins (enforce mode)",
+        ])
+    }
+
+    @Test func findingsAreOrderedAndDeduplicated() {
+        let now = Fixture.now
+        let day: TimeInterval = 86400
+        let both = [Pin(hash: Fixture.pin(1), notAfter: now + 3 * day), Pin(hash: Fixture.pin(2), notAfter: now + 3 * day)]
+        let findings = PinTimeline.findings(pins: both, now: now, horizon: .seconds(30 * 86400))
+        // Both expire together: the outage is the only finding.
+        #expect(findings.map(\.kind) == [.outage])
+        let later = [Pin(hash: Fixture.pin(1), notBefore: now + 2 * day), Pin(hash: Fixture.pin(2))]
+        #expect(PinTimeline.findings(pins: later, now: now, horizon: .seconds(30 * 86400)).map(\.kind) == [.noBackup])
+    }
+}

@@ -1,0 +1,56 @@
+import Foundation
+import PinproxyPolicy
+import PinproxyTLS
+import Testing
+
+/// `etc/` as shipped passes `check` today with no errors and no warnings,
+/// on a machine with no environment variables set.
+struct ShippedConfigTests {
+    static let repository = SchemaTests.repository
+
+    @Test func checkPassesWithNoWarnings() throws {
+        let loader = PolicyLoader(configFile: "etc/pinproxy.yaml", environment: [:], workingDirectory: Self.repository)
+        let result = loader.load()
+        #expect(result.diagnostics.map(\.description) == [])
+        let report = CheckReport(diagnostics: result.diagnostics, strict: true)
+        #expect(report.exitCode == 0)
+        #expect(report.json == "{\"valid\": true, \"errors\": [], \"warnings\": []}\n")
+
+        let snapshot = try #require(result.snapshot)
+        #expect(snapshot.config.policiesPath == Self.repository + "/etc/policies")
+        #expect(snapshot.config.ca.certificatePath == Self.repository + "/state/ca.pem")
+        #expect(snapshot.config.listen.description == "127.0.0.1:8080")
+        for host in ["api.spotify.com", "ACCOUNTS.spotify.com."] {
+            let policy = try #require(snapshot.policy(forHost: host))
+            #expect(policy.action == .intercept)
+            #expect(policy.pins?.activePins(at: Date()).count == 3)
+        }
+        #expect(snapshot.policy(forHost: "spotify.com") == nil)
+    }
+
+    /// The pins are those of the named system roots.
+    @Test(arguments: ["DigiCert_Global_Root_CA", "DigiCert_Global_Root_G2", "DigiCert_Global_Root_G3"])
+    func pinsAreTheSystemRoots(name: String) throws {
+        let certificate = try #require(try Certificate.loadPEM(file: "/etc/ssl/certs/\(name).pem").first)
+        let loader = PolicyLoader(configFile: "etc/pinproxy.yaml", environment: [:], workingDirectory: Self.repository)
+        let policy = try #require(loader.load().snapshot?.policy(forHost: "api.spotify.com"))
+        let pin = try #require(policy.pins?.pins.first { $0.hash == certificate.spkiSHA256 })
+        #expect(pin.notAfter == certificate.notAfter)
+        #expect(pin.note?.contains(name.replacingOccurrences(of: "_", with: " ")) == true)
+    }
+
+    @Test func embeddedDefaultsResolveAgainstTheWorkingDirectory() throws {
+        let tree = try ConfigTree()
+        try FileManager.default.removeItem(atPath: tree.root + "/pinproxy.yaml")
+        let missing = PolicyLoader(environment: [:], workingDirectory: tree.root).load()
+        #expect(missing.errors.map(\.description) == [
+            "<embedded defaults>:0:0: error: policies path \(tree.root)/etc/policies does not exist",
+        ])
+        try FileManager.default.createDirectory(atPath: tree.root + "/etc/policies", withIntermediateDirectories: true)
+        let loaded = PolicyLoader(environment: [:], workingDirectory: tree.root).load()
+        let snapshot = try #require(loaded.snapshot)
+        #expect(snapshot.config.file == nil)
+        #expect(snapshot.config.ca.keyPath == tree.root + "/state/ca-key.pem")
+        #expect(snapshot.config.admin.listen.description == "127.0.0.1:9090")
+    }
+}
