@@ -1,14 +1,31 @@
 import ArgumentParser
 import Foundation
+import PinproxyPolicy
 import PinproxyTLS
 
-/// Where the CA lives: `--ca-cert`/`--ca-key`, else the embedded defaults under `state/`.
+/// Where the CA lives: `--ca-cert`/`--ca-key` when given, else the main
+/// config's `ca:` paths (`--config`, default etc/pinproxy.yaml, else the
+/// embedded defaults under `state/`).
 struct CALocation: ParsableArguments {
-    @Option(name: .customLong("ca-cert"), help: "The CA certificate (default: state/ca.pem).")
-    var certificate: String = "state/ca.pem"
+    @Option(name: .long, help: "The main config file (default: etc/pinproxy.yaml if present, else the embedded defaults).")
+    var config: String?
 
-    @Option(name: .customLong("ca-key"), help: "The CA private key (default: state/ca-key.pem).")
-    var key: String = "state/ca-key.pem"
+    @Option(name: .customLong("ca-cert"), help: "The CA certificate (overrides the config's ca.cert).")
+    var certificateOverride: String?
+
+    @Option(name: .customLong("ca-key"), help: "The CA private key (overrides the config's ca.key).")
+    var keyOverride: String?
+
+    /// The two paths, or the config's errors (exit 1) when it cannot be read.
+    func resolve() throws -> (certificate: String, key: String) {
+        let loader = PolicyLoader(configFile: config)
+        let (loaded, diagnostics) = loader.loadMainConfig()
+        guard let loaded else {
+            diagnostics.errors.forEach { standardError($0.description) }
+            throw ExitCode(1)
+        }
+        return (certificateOverride ?? loaded.ca.certificatePath, keyOverride ?? loaded.ca.keyPath)
+    }
 }
 
 struct CACommand: ParsableCommand {
@@ -24,13 +41,16 @@ struct CACommand: ParsableCommand {
 
         func run() throws {
             do {
-                let (ca, created) = try CertificateAuthority.loadOrCreate(certificatePath: location.certificate, keyPath: location.key)
+                let (certificate, key) = try location.resolve()
+                let (ca, created) = try CertificateAuthority.loadOrCreate(certificatePath: certificate, keyPath: key)
                 if created {
-                    print("created \(location.certificate) and \(location.key) (mode 0600)")
+                    print("created \(certificate) and \(key) (mode 0600)")
                 } else {
-                    print("exists: \(location.certificate); nothing changed")
+                    print("exists: \(certificate); nothing changed")
                 }
                 print(Show.describe(ca.certificate), terminator: "")
+            } catch let exit as ExitCode {
+                throw exit
             } catch {
                 standardError("pinproxy ca init: \(PinCommand.reason(error))")
                 throw ExitCode(1)
@@ -44,8 +64,11 @@ struct CACommand: ParsableCommand {
 
         func run() throws {
             do {
-                let ca = try CertificateAuthority.load(certificatePath: location.certificate, keyPath: location.key)
+                let (certificate, key) = try location.resolve()
+                let ca = try CertificateAuthority.load(certificatePath: certificate, keyPath: key)
                 print(Self.describe(ca.certificate), terminator: "")
+            } catch let exit as ExitCode {
+                throw exit
             } catch {
                 standardError("pinproxy ca show: \(PinCommand.reason(error))")
                 throw ExitCode(1)
@@ -74,13 +97,15 @@ struct CACommand: ParsableCommand {
         func run() throws {
             do {
                 // Only the certificate is read: exporting needs no access to the key.
-                let certificate = try Certificate.loadPEM(file: location.certificate)[0]
+                let certificate = try Certificate.loadPEM(file: try location.resolve().certificate)[0]
                 if let out {
                     try SecureFileWriter.write(Array(certificate.pemString.utf8), to: out, mode: 0o644, exclusive: false)
                     standardError("wrote \(out)")
                 } else {
                     print(certificate.pemString, terminator: "")
                 }
+            } catch let exit as ExitCode {
+                throw exit
             } catch {
                 standardError("pinproxy ca export: \(PinCommand.reason(error))")
                 throw ExitCode(1)

@@ -18,7 +18,9 @@ enum ChainFetcher {
         let context = try TLSContext(configuration: configuration)
         let loop = MultiThreadedEventLoopGroup.singleton.next()
         let handshake = loop.makePromise(of: TLSHandshakeInfo.self)
-        let channel = try await ClientBootstrap(group: loop)
+        let channel: any Channel
+        do {
+            channel = try await ClientBootstrap(group: loop)
             .connectTimeout(timeout)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
@@ -28,6 +30,10 @@ enum ChainFetcher {
                 }
             }
             .connect(host: host, port: port).get()
+        } catch {
+            handshake.fail(error)  // never leave a promise behind
+            throw error
+        }
         let timer = loop.scheduleTask(in: timeout) {
             handshake.fail(TLSError.tlsHandshake("no handshake within \(timeout.nanoseconds / 1_000_000_000) s"))
         }

@@ -93,3 +93,19 @@ struct CLITests {
         #expect(refused.stderr.contains("CA key \(dir.file("state/ca-key.pem")) is readable by group or others (mode 640); run: chmod 600"))
     }
 }
+
+extension CLITests {
+    @Test func caPathsComeFromTheConfigRelativeToItsFile() throws {
+        let dir = try TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: dir.file("conf/policies"), withIntermediateDirectories: true)
+        try dir.write("conf/pinproxy.yaml", "ca:\n  cert: ../pki/ca.pem\n  key: ../pki/ca-key.pem\npolicies: policies\n")
+        let created = try PinproxyBinary.run(["ca", "init", "--config", dir.file("conf/pinproxy.yaml")])
+        #expect(created.status == 0, "\(created.stderr)")
+        #expect(FileManager.default.fileExists(atPath: dir.file("pki/ca-key.pem")))
+
+        try dir.write("conf/bad.yaml", "ca:\n  certificate: x.pem\n")
+        let bad = try PinproxyBinary.run(["ca", "show", "--config", dir.file("conf/bad.yaml")])
+        #expect(bad.status == 1)
+        #expect(bad.stderr.contains("bad.yaml:2:3: error: unknown key `certificate`"), "\(bad.stderr)")
+    }
+}

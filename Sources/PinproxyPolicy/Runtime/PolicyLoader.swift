@@ -38,6 +38,17 @@ public struct PolicyLoader: Sendable {
         return FileManager.default.fileExists(atPath: fallback) ? fallback : nil
     }
 
+    /// Only the main file, validated, without the policies: for commands such
+    /// as `ca` that need a path from it but must work while a policy is broken.
+    public func loadMainConfig() -> (config: PinproxyConfig?, diagnostics: [Diagnostic]) {
+        let bag = DiagnosticBag()
+        guard let file = resolvedConfigFile else {
+            return (PinproxyConfig.defaults(workingDirectory: workingDirectory), [])
+        }
+        let config = MainConfigLoader(environment: environment, workingDirectory: workingDirectory).load(file: file, into: bag)
+        return (bag.all.hasErrors ? nil : config, bag.all.sortedByLocation())
+    }
+
     public func load() -> PolicyLoadResult {
         let bag = DiagnosticBag()
         let now = clock()
