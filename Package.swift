@@ -45,12 +45,29 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
+        // The listener, CONNECT and absolute-form routing, interception, the
+        // upstream connector and pool, refusals, the access log.
+        .target(
+            name: "PinproxyServer",
+            dependencies: [
+                "PinproxyTLS",
+                "PinproxyPolicy",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         // The command line.
         .executableTarget(
             name: "pinproxy",
             dependencies: [
                 "PinproxyTLS",
                 "PinproxyPolicy",
+                "PinproxyServer",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

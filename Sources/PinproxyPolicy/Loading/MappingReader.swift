@@ -163,7 +163,7 @@ struct MappingReader {
 
     func hostPort(_ key: String) -> HostPort? {
         guard let value = node(key), let text = reader.text(value, key: key, expected: HostPort.expectation) else { return nil }
-        guard let hostPort = HostPort(parsing: text) else {
+        guard let hostPort = HostPort(parsing: text, allowingPortZero: true) else {
             fail(key, HostPort.expectation, value)
             return nil
         }

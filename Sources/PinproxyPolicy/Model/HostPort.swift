@@ -10,8 +10,9 @@ public struct HostPort: Sendable, Hashable, CustomStringConvertible {
         self.port = port
     }
 
-    /// Parses `HOST:PORT`; an IPv6 host must be bracketed.
-    public init?(parsing text: String) {
+    /// Parses `HOST:PORT`; an IPv6 host must be bracketed. Listeners may ask
+    /// for port 0 (the kernel picks a free one and the log names it).
+    public init?(parsing text: String, allowingPortZero: Bool = false) {
         let hostPart: Substring
         let portPart: Substring
         if text.hasPrefix("[") {
@@ -30,7 +31,7 @@ public struct HostPort: Sendable, Hashable, CustomStringConvertible {
         }
         guard !hostPart.isEmpty, !hostPart.contains(where: { $0 == " " || $0 == "/" }),
               !portPart.isEmpty, portPart.allSatisfy(\.isASCIIDigitChar),
-              let port = Int(portPart), (1...65535).contains(port) else { return nil }
+              let port = Int(portPart), ((allowingPortZero ? 0 : 1)...65535).contains(port) else { return nil }
         self.host = String(hostPart)
         self.port = port
     }

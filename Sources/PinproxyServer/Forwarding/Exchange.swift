@@ -1,0 +1,79 @@
+import NIOCore
+import NIOHTTP1
+import PinproxyPolicy
+
+/// One request/response exchange on a client connection, from its head to
+/// the end of its response (or its refusal).
+final class Exchange {
+    enum Phase {
+        /// Waiting for an upstream connection (pool, dial, TLS, pins).
+        case connecting
+        /// Request and response are streaming.
+        case forwarding(UpstreamConnection)
+        /// The response is complete; the rest of the request body is dropped.
+        case draining
+        /// A refusal was sent; the rest of the request body is dropped.
+        case refused
+    }
+
+    var phase: Phase = .connecting
+    let request: HTTPRequestHead
+    let started = NIODeadline.now()
+    /// What pinproxy decided: the policy pattern (`_none` without one), the host asked for.
+    var policyLabel = "_none"
+    var host: String
+    var mode: String
+    var plan: DialPlan?
+    var upstreamHead: HTTPRequestHead?
+    /// Parts received before the upstream connection was ready.
+    var pending: [HTTPServerRequestPart] = []
+
+    var requestEnded = false
+    var responseStarted = false
+    var status: Int?
+    var bytesUp = 0
+    var bytesDown = 0
+    var closeAfter: Bool
+    var responseTimer: Scheduled<Void>?
+    /// The connection came from the pool (a stale one may be retried once).
+    var reusedConnection = false
+    var retried = false
+    var pinVerdict: String?
+    var upstreamAddress: String?
+    var error: ProxyError?
+    /// A CONNECT that passed its checks; carried out when its head is complete.
+    var connect: ConnectDecision?
+
+    init(request: HTTPRequestHead, host: String, mode: String, closeAfter: Bool) {
+        self.request = request
+        self.host = host
+        self.mode = mode
+        self.closeAfter = closeAfter
+    }
+
+    var upstream: UpstreamConnection? {
+        if case .forwarding(let connection) = phase { return connection }
+        return nil
+    }
+
+    /// A request with no body can be sent again on a fresh connection.
+    var replayable: Bool {
+        bytesUp == 0 && requestEnded
+    }
+
+    var elapsedSeconds: Double {
+        Double((NIODeadline.now() - started).nanoseconds) / 1e9
+    }
+}
+
+/// What a CONNECT turns into.
+struct ConnectDecision {
+    enum Action {
+        case tunnel
+        case intercept(HostPolicy)
+    }
+
+    var host: String
+    var port: Int
+    var action: Action
+}

@@ -1,0 +1,595 @@
+import Logging
+import NIOCore
+import NIOHTTP1
+import PinproxyPolicy
+import PinproxyTLS
+
+/// The HTTP side of a client connection: on the listener (front) it takes
+/// CONNECT and absolute-form requests; inside an intercepted session it takes
+/// the app's requests for the CONNECT host. Either way it routes each request
+/// by policy, borrows an upstream connection, and streams both directions
+/// with backpressure. One exchange at a time; pipelined requests wait.
+final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, UpstreamResponseReceiver {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    /// Where the connection stands. Requests inside one state live in `Exchange`.
+    enum Mode {
+        case front
+        case intercepted(Interception)
+    }
+
+    struct Interception {
+        var host: String
+        var port: Int
+        var policy: HostPolicy
+    }
+
+    private enum State {
+        case idle
+        case exchange(Exchange)
+        /// CONNECT accepted: the pipeline is being rebuilt; raw bytes pass through.
+        case upgrading
+        case closed
+    }
+
+    let services: ProxyServices
+    let mode: Mode
+    let clientAddress: String
+    let headTimer: RequestHeadTimer
+    let limits: PinproxyConfig.Limits
+    private var state: State = .idle
+    /// Parts of pipelined requests that arrived while an exchange was in progress.
+    private var queued = CircularBuffer<HTTPServerRequestPart>()
+    private var context: ChannelHandlerContext?
+    private var shuttingDown = false
+
+    init(services: ProxyServices, mode: Mode, clientAddress: String, headTimer: RequestHeadTimer, limits: PinproxyConfig.Limits) {
+        self.services = services
+        self.mode = mode
+        self.clientAddress = clientAddress
+        self.headTimer = headTimer
+        self.limits = limits
+    }
+
+    // MARK: Channel events
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        if context.channel.isActive { context.read() }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        context.fireChannelActive()
+        context.read()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if case .exchange(let exchange) = state {
+            // The app went away mid-exchange: give the upstream back (not reusable).
+            exchange.responseTimer?.cancel()
+            if let upstream = exchange.upstream {
+                upstream.reusable = false
+                services.pool.release(upstream)
+            }
+            exchange.phase = .refused
+            if exchange.status == nil { exchange.status = 499 }
+            logAccess(exchange)
+        }
+        state = .closed
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch state {
+        case .upgrading:
+            context.fireChannelRead(data)  // bytes after a CONNECT head belong to the next layer
+        case .closed:
+            return
+        case .idle, .exchange:
+            handle(unwrapInboundIn(data), context: context)
+        }
+    }
+
+    private func handle(_ part: HTTPServerRequestPart, context: ChannelHandlerContext) {
+        switch state {
+        case .idle:
+            guard case .head(let head) = part else { return }  // a stray part after a refusal closed the request
+            begin(head, context: context)
+        case .exchange(let exchange):
+            if exchange.requestEnded {
+                queued.append(part)  // the next pipelined request waits its turn
+                return
+            }
+            switch part {
+            case .head:
+                preconditionFailure("a request head arrived inside a request (state: \(state))")
+            case .body(let body):
+                requestBody(body, exchange: exchange)
+            case .end(let trailers):
+                requestEnd(trailers, exchange: exchange, context: context)
+            }
+        case .upgrading, .closed:
+            return
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        guard case .exchange(let exchange) = state else {
+            context.fireChannelReadComplete()
+            return
+        }
+        switch exchange.phase {
+        case .forwarding(let upstream):
+            upstream.flush()
+            if !exchange.requestEnded && upstream.isWritable { context.read() }
+        case .draining, .refused:
+            if !exchange.requestEnded { context.read() }
+        case .connecting:
+            break  // no more body until the upstream is there
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable, case .exchange(let exchange) = state, case .forwarding(let upstream) = exchange.phase, exchange.responseStarted {
+            upstream.read()
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ProxyShutdownEvent {
+            shuttingDown = true
+            if case .idle = state { context.close(promise: nil) }
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        switch error {
+        case let parser as HTTPParserError:
+            let refusal = parser == .headerOverflow
+                ? ProxyError(.badRequest, host: nil, detail: "request head larger than max_header_bytes (\(limits.maxHeaderBytes) bytes)", status: .requestHeaderFieldsTooLarge)
+                : ProxyError(.badRequest, host: nil, detail: "malformed HTTP request: \(parser)")
+            refuseAndClose(refusal, context: context)
+        case let tls as TLSError:
+            services.logger.info("client TLS failed", metadata: ["client": "\(clientAddress)", "error": "\(tls)"])
+            context.close(promise: nil)
+        default:
+            services.logger.debug("client connection error", metadata: ["client": "\(clientAddress)", "error": "\(error)"])
+            context.close(promise: nil)
+        }
+    }
+
+    // MARK: A new request
+
+    private func begin(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
+        headTimer.headComplete()
+        let exchange = Exchange(request: head, host: "", mode: modeLabel, closeAfter: MessageRules.wantsClose(head) || shuttingDown)
+        state = .exchange(exchange)
+        do {
+            if let problem = MessageRules.framingProblem(head) {
+                exchange.closeAfter = true
+                throw ProxyError(.badRequest, host: nil, detail: "ambiguous message framing: \(problem)")
+            }
+            switch mode {
+            case .front:
+                if head.method == .CONNECT {
+                    try beginConnect(head, exchange: exchange, context: context)
+                } else {
+                    try routeAbsoluteForm(head, exchange: exchange)
+                    acquireUpstream(exchange, context: context)
+                }
+            case .intercepted(let interception):
+                try routeIntercepted(head, interception: interception, exchange: exchange)
+                acquireUpstream(exchange, context: context)
+            }
+        } catch let refusal as ProxyError {
+            refuse(exchange, refusal, context: context)
+        } catch {
+            refuse(exchange, ProxyError(.badRequest, host: nil, detail: "\(error)"), context: context)
+        }
+    }
+
+    private var modeLabel: String {
+        switch mode {
+        case .front: return "forward"
+        case .intercepted: return "intercept"
+        }
+    }
+
+    /// `GET http://host/path` through `HTTP_PROXY`.
+    private func routeAbsoluteForm(_ head: HTTPRequestHead, exchange: Exchange) throws {
+        guard let target = AbsoluteTarget(head.uri) else {
+            throw ProxyError(.badRequest, host: nil, detail: "pinproxy is a forward proxy: send absolute-form requests (GET http://host/path) or CONNECT host:port")
+        }
+        let host = Authority.normalize(target.authority.host)
+        let port = target.authority.port ?? target.defaultPort
+        exchange.host = host
+        let snapshot = services.store.snapshot
+        let policy = snapshot.policy(forHost: host)
+        exchange.policyLabel = policy?.metricLabel ?? "_none"
+        try checkAllowed(host: host, policy: policy, snapshot: snapshot)
+        let tls = target.scheme == "https" || (policy?.spec.upgradeToTLS ?? false)
+        if tls && policy == nil {
+            throw ProxyError(.badRequest, host: host, detail: "no policy covers \(host): send https requests through CONNECT")
+        }
+        // Upgraded to TLS, the default port is HTTPS's.
+        let upstreamPort = (tls && target.scheme == "http" && target.authority.port == nil) ? 443 : port
+        exchange.plan = plan(host: host, port: upstreamPort, tls: tls, policy: policy)
+        let hostHeader = target.authority.port.map { "\(target.authority.host):\($0)" } ?? target.authority.host
+        var request = head
+        request.headers.replaceOrAdd(name: "Host", value: hostHeader)
+        exchange.upstreamHead = MessageRules.upstreamHead(from: request, target: target.originForm, hostHeader: hostHeader, rules: policy?.spec.headers)
+    }
+
+    /// A request inside an intercepted session: its Host must be the CONNECT host.
+    private func routeIntercepted(_ head: HTTPRequestHead, interception: Interception, exchange: Exchange) throws {
+        exchange.host = interception.host
+        exchange.policyLabel = interception.policy.metricLabel
+        if head.method == .CONNECT {
+            throw ProxyError(.badRequest, host: interception.host, detail: "CONNECT inside an intercepted session")
+        }
+        var originForm = head.uri
+        var authorities: [Authority] = []
+        if let target = AbsoluteTarget(head.uri) {
+            authorities.append(target.authority)
+            originForm = target.originForm
+        }
+        let hostHeaders = head.headers["host"]
+        guard hostHeaders.count == 1, let hostHeader = Authority(hostHeaders[0]) else {
+            exchange.closeAfter = exchange.closeAfter || hostHeaders.count > 1
+            throw ProxyError(.badRequest, host: interception.host, detail: hostHeaders.isEmpty ? "the request has no Host header" : "the request has \(hostHeaders.count) Host headers")
+        }
+        authorities.append(hostHeader)
+        for authority in authorities {
+            let portMatches = authority.port == nil ? interception.port == 443 : authority.port == interception.port
+            guard authority.sameHost(as: interception.host) && portMatches else {
+                throw ProxyError(.hostMismatch, host: interception.host,
+                                 detail: "this session was opened with CONNECT \(interception.host):\(interception.port); Host \(hostHeaders[0]) belongs elsewhere")
+            }
+        }
+        guard originForm.hasPrefix("/") || originForm == "*" else {
+            throw ProxyError(.badRequest, host: interception.host, detail: "request target \"\(head.uri)\" is not origin-form")
+        }
+        exchange.plan = plan(host: interception.host, port: interception.port, tls: true, policy: interception.policy)
+        exchange.upstreamHead = MessageRules.upstreamHead(from: head, target: originForm, hostHeader: hostHeaders[0], rules: interception.policy.spec.headers)
+    }
+
+    /// Deny by policy or by default (checks that need no upstream).
+    func checkAllowed(host: String, policy: HostPolicy?, snapshot: PolicySnapshot) throws {
+        if let policy {
+            if policy.spec.action == .deny {
+                throw ProxyError(.hostDenied, host: host, detail: "policy \(policy.metricLabel) (\(policy.spec.file)) denies \(host)")
+            }
+        } else if snapshot.defaultAction == .deny {
+            throw ProxyError(.hostDenied, host: host, detail: "no policy matches \(host) and default_action is deny")
+        }
+    }
+
+    func plan(host: String, port: Int, tls: Bool, policy: HostPolicy?) -> DialPlan {
+        let spec = policy?.spec
+        let targets = (spec?.upstream.isEmpty ?? true) ? [HostPort(host: host, port: port)] : spec!.upstream
+        return DialPlan(
+            host: host, port: port, targets: targets, tls: tls, policy: policy,
+            retries: spec?.retries ?? 2,
+            connectTimeout: TimeAmount(spec?.connectTimeout ?? .seconds(5)),
+            handshakeTimeout: TimeAmount(spec?.handshakeTimeout ?? .seconds(5)))
+    }
+
+    // MARK: Upstream
+
+    private func acquireUpstream(_ exchange: Exchange, context: ChannelHandlerContext) {
+        guard let plan = exchange.plan else { preconditionFailure("acquiring an upstream without a plan") }
+        let loop = context.eventLoop
+        let services = self.services
+        let policy = plan.policy
+        services.pool.acquire(
+            plan.poolKey, limit: policy?.spec.maxUpstreamConnections ?? 64,
+            queueTimeout: TimeAmount(policy?.spec.queueTimeout ?? .seconds(5)), on: loop
+        ).flatMap { lease -> EventLoopFuture<(UpstreamConnection, Bool)> in
+            switch lease {
+            case .connection(let connection):
+                return loop.makeSucceededFuture((connection, true))
+            case .permit:
+                return services.connector.connect(plan, on: loop).map { connection in
+                    services.pool.opened(connection)
+                    let label = policy?.metricLabel ?? "_none"
+                    services.instrumentation.upstreamConnections(host: label, delta: 1)
+                    connection.onClose = {
+                        services.pool.closed(connection)
+                        services.instrumentation.upstreamConnections(host: label, delta: -1)
+                    }
+                    return (connection, false)
+                }.flatMapError { error in
+                    services.pool.permitReturned(plan.poolKey)
+                    return loop.makeFailedFuture(error)
+                }
+            }
+        }.assumeIsolated().whenComplete { result in
+            self.upstreamReady(exchange, result: result, context: context)
+        }
+    }
+
+    private func upstreamReady(_ exchange: Exchange, result: Result<(UpstreamConnection, Bool), any Error>, context: ChannelHandlerContext) {
+        guard case .exchange(let current) = state, current === exchange, case .connecting = exchange.phase else {
+            // The client left, or the exchange was refused meanwhile.
+            if case .success(let (connection, _)) = result { services.pool.release(connection) }
+            return
+        }
+        switch result {
+        case .failure(let error):
+            refuse(exchange, UpstreamConnector.refusal(for: error, host: exchange.host), context: context)
+        case .success(let (connection, reused)):
+            exchange.reusedConnection = reused
+            exchange.upstreamAddress = connection.remoteAddress
+            exchange.pinVerdict = connection.pinEvaluation?.verdict.metricLabel
+            exchange.phase = .forwarding(connection)
+            connection.receiver = self
+            connection.write(.head(exchange.upstreamHead!))
+            for part in exchange.pending {
+                switch part {
+                case .body(let body): connection.write(.body(.byteBuffer(body)))
+                case .end(let trailers): connection.write(.end(trailers))
+                case .head: preconditionFailure("a head among pending body parts")
+                }
+            }
+            exchange.pending.removeAll()
+            connection.flush()
+            if exchange.requestEnded {
+                startResponseTimer(exchange, context: context)
+            } else {
+                context.read()
+            }
+            connection.read()
+        }
+    }
+
+    private func requestBody(_ body: ByteBuffer, exchange: Exchange) {
+        exchange.bytesUp += body.readableBytes
+        switch exchange.phase {
+        case .connecting: exchange.pending.append(.body(body))
+        case .forwarding(let upstream): upstream.write(.body(.byteBuffer(body)))
+        case .draining, .refused: break
+        }
+    }
+
+    private func requestEnd(_ trailers: HTTPHeaders?, exchange: Exchange, context: ChannelHandlerContext) {
+        exchange.requestEnded = true
+        if let decision = exchange.connect, case .connecting = exchange.phase {
+            carryOut(decision, exchange: exchange, context: context)
+            return
+        }
+        switch exchange.phase {
+        case .connecting:
+            exchange.pending.append(.end(trailers))
+        case .forwarding(let upstream):
+            upstream.write(.end(trailers))
+            upstream.flush()
+            if !exchange.responseStarted { startResponseTimer(exchange, context: context) }
+        case .draining:
+            finish(exchange, context: context)
+        case .refused:
+            if exchange.closeAfter {
+                return  // the refusal closes the connection once written
+            }
+            finish(exchange, context: context)
+        }
+    }
+
+    private func startResponseTimer(_ exchange: Exchange, context: ChannelHandlerContext) {
+        let timeout = TimeAmount(exchange.plan?.policy?.spec.responseTimeout ?? .seconds(30))
+        exchange.responseTimer?.cancel()
+        exchange.responseTimer = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
+            guard case .exchange(let current) = self.state, current === exchange, !exchange.responseStarted,
+                  case .forwarding(let upstream) = exchange.phase else { return }
+            upstream.receiver = nil
+            upstream.reusable = false
+            self.services.pool.release(upstream)
+            exchange.phase = .refused
+            self.refuse(exchange, ProxyError(.upstreamTimeout, host: exchange.host,
+                                             detail: "no response from \(exchange.host) within \(timeout.seconds) s (response_timeout)"), context: context)
+        }
+    }
+
+    // MARK: UpstreamResponseReceiver
+
+    func upstreamReceived(_ part: HTTPClientResponsePart) {
+        guard let context, case .exchange(let exchange) = state, case .forwarding(let upstream) = exchange.phase else { return }
+        switch part {
+        case .head(let head):
+            if head.status.code >= 100 && head.status.code < 200 && head.status != .switchingProtocols {
+                // 100 Continue and friends go to the client as they are.
+                context.write(wrapOutboundOut(.head(MessageRules.clientHead(from: head, closing: false))), promise: nil)
+                return
+            }
+            exchange.responseTimer?.cancel()
+            exchange.responseStarted = true
+            exchange.status = Int(head.status.code)
+            if !MessageRules.upstreamKeepsAlive(head) { upstream.reusable = false }
+            context.write(wrapOutboundOut(.head(MessageRules.clientHead(from: head, closing: exchange.closeAfter))), promise: nil)
+        case .body(let body):
+            exchange.bytesDown += body.readableBytes
+            context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+        case .end(let trailers):
+            if !exchange.requestEnded {
+                // The upstream answered before the body was sent (413, 401…): that
+                // connection's framing is now unknowable, so it is not reused.
+                upstream.reusable = false
+            }
+            upstream.receiver = nil
+            services.pool.release(upstream)
+            exchange.phase = .draining
+            let closeAfter = exchange.closeAfter
+            context.writeAndFlush(wrapOutboundOut(.end(trailers))).assumeIsolated().whenComplete { _ in
+                if closeAfter { context.close(promise: nil) }
+            }
+            if exchange.requestEnded { finish(exchange, context: context) } else { context.read() }
+        }
+    }
+
+    func upstreamReadComplete() {
+        guard let context, case .exchange(let exchange) = state, case .forwarding(let upstream) = exchange.phase else { return }
+        context.flush()
+        if context.channel.isWritable { upstream.read() }
+    }
+
+    func upstreamWritabilityChanged() {
+        guard let context, case .exchange(let exchange) = state, case .forwarding(let upstream) = exchange.phase else { return }
+        if upstream.isWritable && !exchange.requestEnded { context.read() }
+    }
+
+    func upstreamClosed(_ error: (any Error)?) {
+        guard let context, case .exchange(let exchange) = state, case .forwarding = exchange.phase else { return }
+        exchange.responseTimer?.cancel()
+        if exchange.responseStarted {
+            // The response is cut short: the client must not take it as whole.
+            services.logger.warning("upstream closed mid-response", metadata: ["host": "\(exchange.host)", "client": "\(clientAddress)"])
+            exchange.closeAfter = true
+            exchange.phase = .refused
+            logAccess(exchange)
+            state = .closed
+            context.close(promise: nil)
+            return
+        }
+        if exchange.reusedConnection && !exchange.retried && exchange.replayable {
+            // A pooled connection the server had already closed: once more, on a fresh one.
+            exchange.retried = true
+            exchange.phase = .connecting
+            exchange.pending = [.end(nil)]
+            acquireUpstream(exchange, context: context)
+            return
+        }
+        let detail = error.map { "upstream \(exchange.host) failed before responding: \(UpstreamConnector.describe($0))" }
+            ?? "upstream \(exchange.host) closed the connection before responding"
+        exchange.phase = .refused
+        refuse(exchange, ProxyError(.connectFailed, host: exchange.host, detail: detail), context: context)
+    }
+
+    // MARK: Ending an exchange
+
+    /// Sends the refusal of DESIGN §4 (status, `X-Pinproxy-Error`, JSON body).
+    func refuse(_ exchange: Exchange, _ error: ProxyError, context: ChannelHandlerContext) {
+        exchange.responseTimer?.cancel()
+        if let upstream = exchange.upstream {
+            upstream.receiver = nil
+            upstream.reusable = false
+            services.pool.release(upstream)
+        }
+        exchange.phase = .refused
+        exchange.error = error
+        exchange.status = Int(error.status.code)
+        if exchange.host.isEmpty, let host = error.host { exchange.host = host }
+        services.instrumentation.denied(code: error.code.rawValue)
+        if exchange.responseStarted {
+            exchange.closeAfter = true
+            logAccess(exchange)
+            state = .closed
+            context.close(promise: nil)
+            return
+        }
+        exchange.responseStarted = true
+        // An unread request body on a refused request: close rather than read it all.
+        if !exchange.requestEnded && exchange.request.headers["content-length"].first.flatMap(Int.init) ?? 1 > 65_536 {
+            exchange.closeAfter = true
+        }
+        if error.code == .badRequest { exchange.closeAfter = true }
+        let closeAfter = exchange.closeAfter
+        writeRefusal(error, close: closeAfter, context: context)
+        if closeAfter {
+            logAccess(exchange)
+            state = .closed
+        } else if exchange.requestEnded {
+            finish(exchange, context: context)
+        } else {
+            context.read()  // drain the body, then take the next request
+        }
+    }
+
+    private func writeRefusal(_ error: ProxyError, close: Bool, context: ChannelHandlerContext) {
+        let body = RefusalBody.json(error)
+        let head = RefusalBody.head(error, bodyLength: body.utf8.count, close: close)
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: body)))), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
+            if close { context.close(promise: nil) }
+        }
+    }
+
+    /// A refusal outside an exchange (a malformed head): answer, then close.
+    private func refuseAndClose(_ error: ProxyError, context: ChannelHandlerContext) {
+        services.instrumentation.denied(code: error.code.rawValue)
+        let exchange: Exchange
+        if case .exchange(let current) = state {
+            exchange = current
+            if exchange.responseStarted {
+                state = .closed
+                context.close(promise: nil)
+                return
+            }
+        } else {
+            exchange = Exchange(request: HTTPRequestHead(version: .http1_1, method: .GET, uri: "-"), host: "-", mode: modeLabel, closeAfter: true)
+        }
+        exchange.error = error
+        exchange.status = Int(error.status.code)
+        exchange.responseStarted = true
+        exchange.phase = .refused
+        writeRefusal(error, close: true, context: context)
+        logAccess(exchange)
+        state = .closed
+    }
+
+    /// The exchange is complete in both directions: log it and take the next request.
+    private func finish(_ exchange: Exchange, context: ChannelHandlerContext) {
+        logAccess(exchange)
+        guard case .exchange(let current) = state, current === exchange else { return }
+        if exchange.closeAfter {
+            state = .closed
+            return  // the last write closes the connection
+        }
+        state = .idle
+        headTimer.connectionIsIdle()
+        if shuttingDown {
+            context.close(promise: nil)
+            return
+        }
+        // Pipelined requests that arrived meanwhile go first.
+        while case .idle = state, let part = queued.popFirst() {
+            handle(part, context: context)
+        }
+        if case .idle = state { context.read() }
+    }
+
+    func logAccess(_ exchange: Exchange) {
+        let status = exchange.status ?? 0
+        services.instrumentation.requestCompleted(host: exchange.policyLabel, status: status, seconds: exchange.elapsedSeconds)
+        services.instrumentation.bytes(host: exchange.policyLabel, up: exchange.bytesUp, down: exchange.bytesDown)
+        AccessRecord(
+            client: clientAddress, method: exchange.request.method.rawValue, host: exchange.host.isEmpty ? "-" : exchange.host,
+            path: exchange.request.uri, status: status, bytesUp: exchange.bytesUp, bytesDown: exchange.bytesDown,
+            seconds: exchange.elapsedSeconds, policy: exchange.policyLabel, pin: exchange.pinVerdict,
+            upstream: exchange.upstreamAddress, error: exchange.error?.code.rawValue, mode: exchange.mode
+        ).log(to: services.accessLog)
+    }
+
+    // MARK: For the CONNECT extension
+
+    var channelContext: ChannelHandlerContext? { context }
+
+    func enterUpgrading() {
+        state = .upgrading
+    }
+
+    func markClosed() {
+        state = .closed
+    }
+}
+
+/// Sent down every client pipeline when pinproxy shuts down: idle connections
+/// close now, busy ones after their current response.
+struct ProxyShutdownEvent: Sendable {}

@@ -1,0 +1,110 @@
+import NIOHTTP1
+import PinproxyTLS
+
+/// A refusal, with the contract's code (DESIGN §4): the status, the
+/// `X-Pinproxy-Error` header and the JSON body are all derived from it.
+public struct ProxyError: Error, Sendable, CustomStringConvertible {
+    public enum Code: String, Sendable, CaseIterable {
+        case clientDenied = "client_denied"
+        case hostDenied = "host_denied"
+        case ssrfBlocked = "ssrf_blocked"
+        case pinMismatch = "pin_mismatch"
+        case pinsExpired = "pins_expired"
+        case verifyFailed = "verify_failed"
+        case tlsVersion = "tls_version"
+        case tlsCipher = "tls_cipher"
+        case tlsHandshake = "tls_handshake"
+        case connectFailed = "connect_failed"
+        case upstreamTimeout = "upstream_timeout"
+        case queueTimeout = "queue_timeout"
+        case badRequest = "bad_request"
+        case hostMismatch = "host_mismatch"
+        case tokenUnavailable = "token_unavailable"
+
+        /// The status a client sees for this code.
+        public var status: HTTPResponseStatus {
+            switch self {
+            case .clientDenied, .hostDenied, .ssrfBlocked: return .forbidden
+            case .pinMismatch, .pinsExpired, .verifyFailed, .tlsVersion, .tlsCipher, .tlsHandshake, .connectFailed: return .badGateway
+            case .upstreamTimeout: return .gatewayTimeout
+            case .queueTimeout, .tokenUnavailable: return .serviceUnavailable
+            case .badRequest: return .badRequest
+            case .hostMismatch: return .misdirectedRequest
+            }
+        }
+    }
+
+    public var code: Code
+    /// Overrides the code's status (431 for an oversize head is `bad_request`).
+    public var status: HTTPResponseStatus
+    public var host: String?
+    public var detail: String
+
+    public init(_ code: Code, host: String?, detail: String, status: HTTPResponseStatus? = nil) {
+        self.code = code
+        self.status = status ?? code.status
+        self.host = host
+        self.detail = detail
+    }
+
+    public var description: String { "\(code.rawValue): \(detail)" }
+
+    /// The refusal for a failed upstream TLS handshake.
+    static func tls(_ error: TLSError, host: String) -> ProxyError {
+        let code: Code
+        switch error.code {
+        case "verify_failed": code = .verifyFailed
+        case "tls_version": code = .tlsVersion
+        case "tls_cipher": code = .tlsCipher
+        default: code = .tlsHandshake
+        }
+        return ProxyError(code, host: host, detail: "upstream TLS: \(error.reason)")
+    }
+}
+
+/// The JSON body of a refusal: `{"error", "host", "detail"}`.
+enum RefusalBody {
+    static func json(_ error: ProxyError) -> String {
+        let host = error.host.map { "\"\(escape($0))\"" } ?? "null"
+        return "{\"error\": \"\(error.code.rawValue)\", \"host\": \(host), \"detail\": \"\(escape(error.detail))\"}\n"
+    }
+
+    static func head(_ error: ProxyError, bodyLength: Int, close: Bool) -> HTTPResponseHead {
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "application/json")
+        headers.add(name: "Content-Length", value: String(bodyLength))
+        headers.add(name: "X-Pinproxy-Error", value: error.code.rawValue)
+        headers.add(name: "Via", value: Via.value)
+        if close { headers.add(name: "Connection", value: "close") }
+        return HTTPResponseHead(version: .http1_1, status: error.status, headers: headers)
+    }
+
+    /// The whole response as bytes, for answering before any HTTP handler exists.
+    static func raw(_ error: ProxyError) -> String {
+        let body = json(error)
+        let head = head(error, bodyLength: body.utf8.count, close: true)
+        var text = "HTTP/1.1 \(head.status.code) \(head.status.reasonPhrase)\r\n"
+        for (name, value) in head.headers { text += "\(name): \(value)\r\n" }
+        return text + "\r\n" + body
+    }
+
+    static func escape(_ text: String) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+}
+
+enum Via {
+    static let value = "1.1 pinproxy"
+}

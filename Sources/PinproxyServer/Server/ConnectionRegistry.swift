@@ -1,0 +1,34 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// The open client connections, for graceful shutdown (DESIGN §3
+/// `limits.shutdown_grace`) and the `client_connections` gauge.
+final class ConnectionRegistry: Sendable {
+    private let channels = NIOLockedValueBox<[ObjectIdentifier: any Channel]>([:])
+
+    func add(_ channel: any Channel) {
+        let id = ObjectIdentifier(channel)
+        channels.withLockedValue { $0[id] = channel }
+        channel.closeFuture.whenComplete { _ in
+            self.channels.withLockedValue { _ = $0.removeValue(forKey: id) }
+        }
+    }
+
+    var count: Int { channels.withLockedValue { $0.count } }
+
+    /// Tells every connection to finish (idle ones close now), waits up to
+    /// `grace` for them to go, then closes the rest; returns how many were cut off.
+    func drain(grace: Duration) async -> Int {
+        for channel in channels.withLockedValue({ Array($0.values) }) {
+            channel.pipeline.fireUserInboundEventTriggered(ProxyShutdownEvent())
+        }
+        let deadline = ContinuousClock.now + grace
+        while count > 0 && ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        let remaining = channels.withLockedValue { Array($0.values) }
+        for channel in remaining { channel.close(promise: nil) }
+        return remaining.count
+    }
+}

@@ -1,0 +1,124 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import PinproxyPolicy
+import PinproxyTLS
+import ServiceLifecycle
+
+/// The proxy listener (DESIGN §1): accepts legacy apps, checks the client
+/// ACL before anything else, and gives each connection its HTTP layers.
+/// A swift-service-lifecycle service: SIGTERM stops accepting, lets
+/// in-flight requests finish within `shutdown_grace`, then closes the rest.
+public final class ProxyServer: Service, Sendable {
+    let services: ProxyServices
+    let group: any EventLoopGroup
+    let registry = ConnectionRegistry()
+    /// Told the bound address once listening (tests bind port 0).
+    let onListening: @Sendable (SocketAddress) -> Void
+
+    /// A proxy over `store`'s policies, intercepting with `ca`.
+    public init(
+        store: PolicyStore, ca: CertificateAuthority, instrumentation: any ProxyInstrumentation = NoInstrumentation(),
+        logger: Logger, accessLog: Logger, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        onListening: @escaping @Sendable (SocketAddress) -> Void = { _ in }
+    ) throws {
+        self.services = try ProxyServices(store: store, ca: ca, instrumentation: instrumentation, logger: logger, accessLog: accessLog)
+        self.group = group
+        self.onListening = onListening
+        let pool = services.pool
+        // Connections opened under a policy that a reload changed are retired.
+        store.addObserver { event in
+            if case .success = event.outcome {
+                pool.retire(keeping: Set(event.current.policies.map(\.digest)))
+            }
+        }
+    }
+
+    public func run() async throws {
+        let config = services.store.snapshot.config
+        let listen = config.listen
+        let limits = config.limits
+        let services = self.services
+        let registry = self.registry
+        let channel = try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 1024)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(AcceptLimiter(limit: limits.maxClientConnections))
+                }
+            }
+            .childChannelOption(.autoRead, value: false)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    registry.add(channel)
+                    try Self.configureClient(channel, services: services)
+                }
+            }
+            .bind(host: listen.host, port: listen.port).get()
+        let address = channel.localAddress!
+        services.logger.info("proxy listening", metadata: ["address": "\(address.hostPort)"])
+        onListening(address)
+
+        try await withGracefulShutdownHandler {
+            try await channel.closeFuture.get()
+        } onGracefulShutdown: {
+            channel.close(promise: nil)
+        }
+        let cutOff = await registry.drain(grace: limits.shutdownGrace)
+        services.pool.closeIdle()
+        if cutOff > 0 {
+            services.logger.warning("shutdown grace ran out", metadata: ["connections_cut_off": "\(cutOff)"])
+        } else {
+            services.logger.info("all client connections finished")
+        }
+    }
+
+    /// A new client: the ACL first (403 `client_denied` before anything else), then HTTP.
+    static func configureClient(_ channel: any Channel, services: ProxyServices) throws {
+        let snapshot = services.store.snapshot
+        let remote = channel.remoteAddress
+        let client = remote?.hostPort ?? "?"
+        let allowed = remote?.addressBytes.map { bytes in snapshot.config.clientsAllow.contains { $0.contains(bytes: bytes) } } ?? false
+        guard allowed else {
+            let refusal = ProxyError(.clientDenied, host: nil, detail: "\(remote?.ipAddress ?? "this address") is not in clients.allow")
+            services.instrumentation.denied(code: refusal.code.rawValue)
+            services.instrumentation.requestCompleted(host: "_none", status: 403, seconds: 0)
+            services.logger.notice("client refused", metadata: ["client": "\(client)", "error": "client_denied"])
+            channel.writeAndFlush(ByteBuffer(string: RefusalBody.raw(refusal))).whenComplete { _ in
+                channel.close(promise: nil)
+            }
+            return
+        }
+        services.instrumentation.clientConnections(delta: 1)
+        channel.closeFuture.whenComplete { _ in services.instrumentation.clientConnections(delta: -1) }
+
+        let limits = snapshot.config.limits
+        let sync = channel.pipeline.syncOperations
+        let timer = RequestHeadTimer(headerTimeout: TimeAmount(limits.headerTimeout), idleTimeout: TimeAmount(limits.idleTimeout))
+        timer.onTimeout = { reason in
+            services.logger.info("client connection closed", metadata: ["client": "\(client)", "reason": "\(reason)"])
+        }
+        try sync.addHandler(timer)
+        // An upgrade configuration with no upgraders: the only public way to keep
+        // the bytes a client sends right after its CONNECT head.
+        try sync.configureHTTPServerPipeline(
+            position: .last, withPipeliningAssistance: false,
+            withServerUpgrade: (upgraders: [], completionHandler: { _ in }),
+            withErrorHandling: false, withOutboundHeaderValidation: true, withEncoderConfiguration: .init(),
+            withDecoderLimitConfiguration: ProxyServices.decoderLimits(limits))
+        try sync.addHandler(HTTPProxyHandler(services: services, mode: .front, clientAddress: client, headTimer: timer, limits: limits))
+    }
+}
+
+extension SocketAddress {
+    /// `127.0.0.1:8080` / `[::1]:8080`.
+    public var hostPort: String {
+        let ip = ipAddress ?? "?"
+        let port = self.port ?? 0
+        return ip.contains(":") ? "[\(ip)]:\(port)" : "\(ip):\(port)"
+    }
+}

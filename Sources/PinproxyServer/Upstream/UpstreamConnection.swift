@@ -1,0 +1,147 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import PinproxyPolicy
+import PinproxyTLS
+
+/// Who receives an upstream connection's response: the client-side handler of
+/// the request in flight. Called on the connection's (= the client's) event loop.
+protocol UpstreamResponseReceiver: AnyObject {
+    func upstreamReceived(_ part: HTTPClientResponsePart)
+    func upstreamReadComplete()
+    func upstreamWritabilityChanged()
+    /// The connection failed or closed while this receiver held it.
+    func upstreamClosed(_ error: (any Error)?)
+}
+
+/// One upstream connection (TCP, TLS per the host's policy, HTTP/1.1), owned
+/// by the pool and lent to one request at a time. Confined to its event loop,
+/// which is also the event loop of every client connection it serves.
+final class UpstreamConnection: @unchecked Sendable {
+    let channel: any Channel
+    let key: UpstreamPool.Key
+    let createdAt: Date
+    /// The pin verdict of this connection's handshake (nil without TLS).
+    let pinEvaluation: PinEvaluation?
+    let handshake: TLSHandshakeInfo?
+    /// The address actually dialled.
+    let remoteAddress: String
+    fileprivate let handler: UpstreamHTTPHandler
+
+    /// False once a response said `Connection: close` or a message was cut short.
+    var reusable = true
+
+    init(channel: any Channel, key: UpstreamPool.Key, handler: UpstreamHTTPHandler, pinEvaluation: PinEvaluation?, handshake: TLSHandshakeInfo?) {
+        self.channel = channel
+        self.key = key
+        self.handler = handler
+        self.pinEvaluation = pinEvaluation
+        self.handshake = handshake
+        self.createdAt = Date()
+        self.remoteAddress = channel.remoteAddress?.hostPort ?? "?"
+    }
+
+    var receiver: (any UpstreamResponseReceiver)? {
+        get { handler.receiver }
+        set {
+            channel.eventLoop.preconditionInEventLoop()
+            handler.receiver = newValue
+        }
+    }
+
+    /// Told once when the channel closes; told at once if it already has.
+    var onClose: (() -> Void)? {
+        get { handler.onClose }
+        set {
+            channel.eventLoop.preconditionInEventLoop()
+            if channel.isActive {
+                handler.onClose = newValue
+            } else {
+                newValue?()
+            }
+        }
+    }
+
+    var isActive: Bool { channel.isActive }
+    var isWritable: Bool { channel.isWritable }
+
+    func write(_ part: HTTPClientRequestPart, promise: EventLoopPromise<Void>? = nil) {
+        channel.write(part, promise: promise)
+    }
+
+    func flush() { channel.flush() }
+
+    /// Asks for more of the response (the upstream channel does not auto-read).
+    func read() { channel.read() }
+
+    func close() { channel.close(promise: nil) }
+}
+
+/// The top of an upstream pipeline: hands response parts to the current
+/// receiver and tells the pool when an idle connection dies. Confined to its
+/// channel's event loop (the connector touches it only from there).
+final class UpstreamHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = HTTPClientResponsePart
+    typealias OutboundOut = HTTPClientRequestPart
+
+    weak var receiver: (any UpstreamResponseReceiver)?
+    /// Completed when the connection is ready for requests (after TLS and the pin check).
+    let ready: EventLoopPromise<TLSHandshakeInfo?>
+    private let usesTLS: Bool
+    /// Called once when the channel goes away (the pool forgets the connection).
+    var onClose: (() -> Void)?
+
+    init(ready: EventLoopPromise<TLSHandshakeInfo?>, usesTLS: Bool) {
+        self.ready = ready
+        self.usesTLS = usesTLS
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        if !usesTLS { ready.succeed(nil) }
+        context.fireChannelActive()
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if !usesTLS && context.channel.isActive { ready.succeed(nil) }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .handshakeCompleted(let info) = event as? TLSUserEvent {
+            ready.succeed(info)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        receiver?.upstreamReceived(unwrapInboundIn(data))
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        receiver?.upstreamReadComplete()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        receiver?.upstreamWritabilityChanged()
+        context.fireChannelWritabilityChanged()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        ready.fail(error)
+        if let receiver {
+            self.receiver = nil
+            receiver.upstreamClosed(error)
+        }
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        ready.fail(ChannelError.ioOnClosedChannel)
+        if let receiver {
+            self.receiver = nil
+            receiver.upstreamClosed(nil)
+        }
+        onClose?()
+        onClose = nil
+        context.fireChannelInactive()
+    }
+}

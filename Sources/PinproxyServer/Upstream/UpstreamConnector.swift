@@ -1,0 +1,248 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import PinproxyPolicy
+import PinproxyTLS
+
+/// Everything needed to reach one upstream for one request.
+struct DialPlan: Sendable {
+    /// The name the client asked for: SNI, hostname verification, pool key.
+    var host: String
+    var port: Int
+    /// What to dial: the policy's `upstream` list, else `host:port`.
+    var targets: [HostPort]
+    var tls: Bool
+    var policy: HostPolicy?
+    var retries: Int
+    var connectTimeout: TimeAmount
+    var handshakeTimeout: TimeAmount
+
+    /// The pool key for this plan.
+    var poolKey: UpstreamPool.Key {
+        UpstreamPool.Key(digest: policy?.digest ?? "-", host: host.lowercased(), port: port, tls: tls)
+    }
+}
+
+/// DNS → SSRF guard → TCP (fallback targets, retries) → TLS with the host's
+/// policy → pin evaluation. Nothing is sent before all of it has passed.
+final class UpstreamConnector: Sendable {
+    let addressGuard: AddressGuard
+    let instrumentation: any ProxyInstrumentation
+    let clock: @Sendable () -> Date
+    let logger: Logger
+
+    init(addressGuard: AddressGuard, instrumentation: any ProxyInstrumentation, clock: @escaping @Sendable () -> Date = { Date() }, logger: Logger) {
+        self.addressGuard = addressGuard
+        self.instrumentation = instrumentation
+        self.clock = clock
+        self.logger = logger
+    }
+
+    // MARK: HTTP(S) connections for the pool
+
+    func connect(_ plan: DialPlan, on loop: any EventLoop) -> EventLoopFuture<UpstreamConnection> {
+        let slot = NIOLockedValueBox<(UpstreamHTTPHandler, NIOLockedValueBox<PinEvaluation?>)?>(nil)
+        let started = NIODeadline.now()
+        let label = plan.policy?.metricLabel ?? "_none"
+        return dial(plan, on: loop) { channel in
+            let evaluation = NIOLockedValueBox<PinEvaluation?>(nil)
+            let ready = channel.eventLoop.makePromise(of: TLSHandshakeInfo?.self)
+            let handler = UpstreamHTTPHandler(ready: ready, usesTLS: plan.tls)
+            slot.withLockedValue { $0 = (handler, evaluation) }
+            let sync = channel.pipeline.syncOperations
+            if plan.tls, let policy = plan.policy {
+                try sync.addHandler(TLSHandler(
+                    clientContext: policy.tlsContext, serverName: plan.host, verifyHostname: plan.host,
+                    sessionKey: "\(policy.digest)|\(plan.host):\(plan.port)",
+                    verifier: self.pinVerifier(plan: plan, policy: policy, into: evaluation)))
+            }
+            try sync.addHTTPClientHandlers()
+            try sync.addHandler(handler)
+        }.flatMap { channel -> EventLoopFuture<UpstreamConnection> in
+            let (handler, evaluation) = slot.withLockedValue { $0! }
+            let timeout = loop.scheduleTask(in: plan.handshakeTimeout) {
+                handler.ready.fail(ProxyError(.upstreamTimeout, host: plan.host,
+                                              detail: "TLS handshake with \(plan.host) took longer than \(plan.handshakeTimeout.seconds) s"))
+                channel.close(promise: nil)
+            }
+            return handler.ready.futureResult.always { _ in timeout.cancel() }
+                .flatMapError { error in
+                    channel.close(promise: nil)
+                    return loop.makeFailedFuture(Self.refusal(for: error, host: plan.host))
+                }
+                .map { info in
+                    let connection = UpstreamConnection(
+                        channel: channel, key: plan.poolKey, handler: handler,
+                        pinEvaluation: evaluation.withLockedValue { $0 }, handshake: info)
+                    return connection
+                }
+        }.always { result in
+            guard plan.tls else { return }
+            let seconds = Double((NIODeadline.now() - started).nanoseconds) / 1e9
+            switch result {
+            case .success(let connection):
+                self.instrumentation.upstreamHandshake(host: label, result: "ok", seconds: seconds)
+                if let info = connection.handshake {
+                    self.instrumentation.upstreamTLS(host: label, version: info.versionName, cipher: info.cipher, leafNotAfter: info.leafNotAfter)
+                }
+            case .failure(let error):
+                self.instrumentation.upstreamHandshake(host: label, result: Self.handshakeResult(error), seconds: seconds)
+            }
+        }
+    }
+
+    /// The pin check that runs on OpenSSL's verified chain, before any byte of
+    /// the request moves (DESIGN §3, "Pin evaluation").
+    private func pinVerifier(plan: DialPlan, policy: HostPolicy, into box: NIOLockedValueBox<PinEvaluation?>) -> TLSPeerVerifier {
+        let clock = self.clock
+        let instrumentation = self.instrumentation
+        let logger = self.logger
+        return { info in
+            let chain = info.peerChain.map {
+                ObservedCertificate(spkiSHA256: $0.spkiSHA256, certificateSHA256: $0.certificateSHA256, subject: $0.subject)
+            }
+            let evaluation = PinEvaluator.evaluate(chain: chain, pins: policy.spec.pins, now: clock())
+            box.withLockedValue { $0 = evaluation }
+            instrumentation.pinValidation(host: policy.metricLabel, result: evaluation.verdict.metricLabel)
+            let observed = evaluation.observedPins.joined(separator: ", ")
+            switch evaluation.verdict {
+            case .mismatchEnforced, .noActivePins(.enforced):
+                let code: ProxyError.Code = evaluation.verdict.refusalCode == "pins_expired" ? .pinsExpired : .pinMismatch
+                logger.error("upstream pin check failed", metadata: [
+                    "host": "\(plan.host)", "policy": "\(policy.metricLabel)", "file": "\(policy.spec.file)",
+                    "verdict": "\(evaluation.verdict.metricLabel)", "observed_pins": "\(observed)",
+                ])
+                let what = code == .pinsExpired ? "no pin of the policy is active any more" : "no active pin matches the verified chain"
+                return .reject(ProxyError(code, host: plan.host, detail: "\(what); observed (leaf to root): \(observed)"))
+            case .mismatchReported(let reason):
+                logger.warning("upstream pin mismatch reported, not enforced", metadata: [
+                    "host": "\(plan.host)", "policy": "\(policy.metricLabel)", "file": "\(policy.spec.file)",
+                    "reason": "\(reason.rawValue)", "observed_pins": "\(observed)",
+                ])
+                return .accept
+            case .match, .noActivePins(.chainOnly), .unpinned:
+                return .accept
+            }
+        }
+    }
+
+    // MARK: Raw TCP (tunnels)
+
+    /// A TCP connection to the plan's targets, with the guard, fallback and retries.
+    func dial(_ plan: DialPlan, on loop: any EventLoop,
+              initializer: @escaping @Sendable (any Channel) throws -> Void) -> EventLoopFuture<any Channel> {
+        attempt(plan, number: 0, on: loop, initializer: initializer)
+    }
+
+    private func attempt(_ plan: DialPlan, number: Int, on loop: any EventLoop,
+                         initializer: @escaping @Sendable (any Channel) throws -> Void) -> EventLoopFuture<any Channel> {
+        tryTargets(plan, index: 0, lastError: nil, on: loop, initializer: initializer).flatMapError { error in
+            // Refused, timed out or unresolvable: dial again, up to `retries` times.
+            // A policy refusal (SSRF) is final.
+            if let refusal = error as? ProxyError, refusal.code == .ssrfBlocked {
+                return loop.makeFailedFuture(refusal)
+            }
+            guard number < plan.retries else { return loop.makeFailedFuture(error) }
+            return self.attempt(plan, number: number + 1, on: loop, initializer: initializer)
+        }
+    }
+
+    private func tryTargets(_ plan: DialPlan, index: Int, lastError: (any Error)?, on loop: any EventLoop,
+                            initializer: @escaping @Sendable (any Channel) throws -> Void) -> EventLoopFuture<any Channel> {
+        guard index < plan.targets.count else {
+            return loop.makeFailedFuture(lastError ?? ProxyError(.connectFailed, host: plan.host, detail: "no upstream address to dial"))
+        }
+        let target = plan.targets[index]
+        return Resolver.resolve(target.host, port: target.port, on: loop)
+            .flatMapErrorThrowing { error in
+                throw ProxyError(.connectFailed, host: plan.host, detail: "\(error)")
+            }
+            .flatMap { addresses -> EventLoopFuture<any Channel> in
+                var refusals: [String] = []
+                let vetted = addresses.filter { address in
+                    guard let bytes = address.addressBytes, let why = self.addressGuard.refusal(for: bytes) else { return true }
+                    refusals.append("\(address.ipAddress ?? "?") (\(why))")
+                    return false
+                }
+                guard !vetted.isEmpty else {
+                    return loop.makeFailedFuture(ProxyError(.ssrfBlocked, host: plan.host, detail:
+                        "\(target.host) resolves to \(refusals.joined(separator: ", ")): private addresses are refused unless network.allow lists them"))
+                }
+                return self.tryAddresses(vetted, index: 0, plan: plan, lastError: nil, on: loop, initializer: initializer)
+            }
+            .flatMapError { error in
+                if let refusal = error as? ProxyError, refusal.code == .ssrfBlocked {
+                    return loop.makeFailedFuture(refusal)
+                }
+                // Fallback to the next alternate server.
+                return self.tryTargets(plan, index: index + 1, lastError: error, on: loop, initializer: initializer)
+            }
+    }
+
+    private func tryAddresses(_ addresses: [SocketAddress], index: Int, plan: DialPlan, lastError: (any Error)?, on loop: any EventLoop,
+                              initializer: @escaping @Sendable (any Channel) throws -> Void) -> EventLoopFuture<any Channel> {
+        guard index < addresses.count else {
+            return loop.makeFailedFuture(lastError ?? ProxyError(.connectFailed, host: plan.host, detail: "no address"))
+        }
+        let address = addresses[index]
+        return ClientBootstrap(group: loop)
+            .connectTimeout(plan.connectTimeout)
+            .channelOption(.autoRead, value: false)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try initializer(channel) }
+            }
+            .connect(to: address)
+            .flatMapError { error in
+                let refusal: ProxyError
+                if case ChannelError.connectTimeout = error {
+                    refusal = ProxyError(.upstreamTimeout, host: plan.host,
+                                         detail: "connecting to \(address) took longer than \(plan.connectTimeout.seconds) s")
+                } else {
+                    refusal = ProxyError(.connectFailed, host: plan.host, detail: "connecting to \(address): \(Self.describe(error))")
+                }
+                return self.tryAddresses(addresses, index: index + 1, plan: plan, lastError: refusal, on: loop, initializer: initializer)
+            }
+    }
+
+    // MARK: Error mapping
+
+    static func refusal(for error: any Error, host: String) -> ProxyError {
+        switch error {
+        case let refusal as ProxyError: return refusal
+        case let tls as TLSError: return ProxyError.tls(tls, host: host)
+        default: return ProxyError(.tlsHandshake, host: host, detail: "upstream closed the connection during the TLS handshake (\(describe(error)))")
+        }
+    }
+
+    static func handshakeResult(_ error: any Error) -> String {
+        guard let refusal = error as? ProxyError else { return "tls_handshake" }
+        switch refusal.code {
+        case .upstreamTimeout: return "timeout"
+        case .ssrfBlocked, .connectFailed: return "connect_failed"
+        case .pinMismatch, .pinsExpired, .verifyFailed, .tlsVersion, .tlsCipher, .tlsHandshake: return refusal.code.rawValue
+        default: return "tls_handshake"
+        }
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if let io = error as? IOError { return io.description }
+        if let posix = error as? NIOConnectionError { return "\(posix)" }
+        return "\(error)"
+    }
+}
+
+extension TimeAmount {
+    var seconds: String {
+        let value = Double(nanoseconds) / 1e9
+        return value == value.rounded() ? String(Int(value)) : String(value)
+    }
+
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}

@@ -1,0 +1,73 @@
+import ArgumentParser
+import Foundation
+import Logging
+import PinproxyPolicy
+import PinproxyServer
+import PinproxyTLS
+import ServiceLifecycle
+
+/// `pinproxy run`: serve until SIGTERM/SIGINT (DESIGN §2, §10).
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Serve: the proxy listener, policy reload (SIGHUP, file watch), graceful shutdown.")
+
+    @Option(name: .long, help: "The main config file (default: etc/pinproxy.yaml if present, else the embedded defaults).")
+    var config: String?
+
+    func run() async throws {
+        if let config, !FileManager.default.fileExists(atPath: config) {
+            standardError("pinproxy run: config file \(config) does not exist")
+            throw ExitCode(2)
+        }
+        let loader = PolicyLoader(configFile: config)
+        let store: PolicyStore
+        switch PolicyStore.load(loader) {
+        case .failure(let failure):
+            failure.diagnostics.forEach { standardError($0.description) }
+            standardError("pinproxy run: the configuration is invalid; nothing was started")
+            throw ExitCode(1)
+        case .success(let loaded):
+            store = loaded
+        }
+        let settings = store.snapshot.config
+        LoggingSystem.bootstrap { label in
+            switch settings.log.format {
+            case .json: return JSONLogHandler(label: label, level: settings.log.level)
+            case .text:
+                var handler = StreamLogHandler.standardOutput(label: label)
+                handler.logLevel = settings.log.level
+                return handler
+            }
+        }
+        let logger = Logger(label: "pinproxy")
+        for warning in store.snapshot.warnings {
+            logger.warning("\(warning.message)", metadata: ["at": "\(warning.location)"])
+        }
+
+        let ca: CertificateAuthority
+        do {
+            let (loaded, created) = try CertificateAuthority.loadOrCreate(certificatePath: settings.ca.certificatePath, keyPath: settings.ca.keyPath)
+            ca = loaded
+            logger.info(created ? "created the interception CA" : "loaded the interception CA", metadata: [
+                "certificate": "\(settings.ca.certificatePath)", "subject": "\(ca.certificate.subject)",
+                "sha256": "\(ca.certificate.fingerprintSHA256)",
+            ])
+        } catch {
+            logger.critical("cannot use the interception CA", metadata: ["error": "\(PinCommand.reason(error))"])
+            throw ExitCode(1)
+        }
+
+        let proxy = try ProxyServer(store: store, ca: ca, logger: logger, accessLog: Logger(label: "pinproxy.access"))
+        let group = ServiceGroup(configuration: .init(
+            services: [
+                .init(service: proxy),
+                .init(service: PolicyFileWatcher(store: store)),
+                .init(service: PolicyReloadSignalService(store: store)),
+            ],
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger))
+        try await group.run()
+        logger.info("stopped")
+    }
+}
