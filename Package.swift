@@ -91,6 +91,8 @@ let package = Package(
                 "PinproxyTLS",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             path: "Tests/PinproxyTestSupport"
         ),
@@ -119,6 +121,8 @@ let package = Package(
             dependencies: [
                 "pinproxy",
                 "PinproxyTestSupport",
+                "PinproxyTLS",
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
     ]

@@ -55,6 +55,7 @@ public final class ChildProcess: @unchecked Sendable {
             throw TestSupportError("posix_spawn \(path): \(String(cString: strerror(rc)))")
         }
         pid = child
+        TestCleanup.register(pid: child)
     }
 
     deinit {
@@ -73,6 +74,7 @@ public final class ChildProcess: @unchecked Sendable {
             let r = waitpid(pid, &status, WNOHANG)
             if r == pid || (r < 0 && errno == ECHILD) {
                 exitStatus = r == pid ? Self.decode(status) : -1
+                TestCleanup.unregister(pid: pid)
                 return false
             }
             return true

@@ -10,10 +10,12 @@ public final class TemporaryDirectory: @unchecked Sendable {
             throw TestSupportError("mkdtemp failed: \(String(cString: strerror(errno)))")
         }
         path = String(cString: made)
+        TestCleanup.register(directory: path)
     }
 
     deinit {
         try? FileManager.default.removeItem(atPath: path)
+        TestCleanup.unregister(directory: path)
     }
 
     public func file(_ name: String) -> String {

@@ -499,6 +499,15 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
             exchange.closeAfter = true
         }
         if error.code == .badRequest { exchange.closeAfter = true }
+        if exchange.request.method == .CONNECT {
+            // NIO's encoder drops the body of any response to CONNECT; a refusal
+            // must still carry its JSON, so it goes out as bytes, and the connection closes.
+            exchange.closeAfter = true
+            writeRawRefusal(error, context: context)
+            logAccess(exchange)
+            state = .closed
+            return
+        }
         let closeAfter = exchange.closeAfter
         writeRefusal(error, close: closeAfter, context: context)
         if closeAfter {
@@ -518,6 +527,18 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
         context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: body)))), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
             if close { context.close(promise: nil) }
+        }
+    }
+
+    /// Writes a whole refusal below the HTTP encoder, then closes.
+    private func writeRawRefusal(_ error: ProxyError, context: ChannelHandlerContext) {
+        let bytes = ByteBuffer(string: RefusalBody.raw(error))
+        guard let encoder = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self) else {
+            context.close(promise: nil)
+            return
+        }
+        encoder.writeAndFlush(NIOAny(bytes)).assumeIsolated().whenComplete { _ in
+            context.close(promise: nil)
         }
     }
 

@@ -105,6 +105,11 @@ final class UpstreamHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
         if !usesTLS && context.channel.isActive { ready.succeed(nil) }
     }
 
+    func handlerRemoved(context: ChannelHandlerContext) {
+        // A dial that failed tears the pipeline down before any other event.
+        ready.fail(ChannelError.ioOnClosedChannel)
+    }
+
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case .handshakeCompleted(let info) = event as? TLSUserEvent {
             ready.succeed(info)

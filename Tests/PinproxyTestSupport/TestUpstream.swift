@@ -1,0 +1,147 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import PinproxyTLS
+
+/// A repeating byte pattern whose prime period makes lost or repeated chunks show.
+public enum TestPattern {
+    public static let block: [UInt8] = (0..<65_521).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 7) }
+
+    /// Bytes [offset, offset+count) of the infinite pattern.
+    public static func slice(at offset: Int, count: Int) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(count)
+        var position = offset
+        while out.count < count {
+            let phase = position % block.count
+            let n = min(count - out.count, block.count - phase)
+            out += block[phase..<phase + n]
+            position += n
+        }
+        return out
+    }
+}
+
+/// An HTTP/1.1 server (over TLS with a given chain, or plain) on 127.0.0.1:0
+/// standing in for an upstream API. Routes:
+/// `/bytes/N` N pattern bytes (streamed with backpressure), `/slow/MS` answers
+/// after MS ms, `/echo` the request as JSON, `/status/N` that status, else a greeting.
+public final class TestUpstream: @unchecked Sendable {
+    public let channel: any Channel
+    public var port: Int { channel.localAddress!.port! }
+    public let requests = NIOLockedValueBox<[String]>([])
+    public let connections = NIOLockedValueBox(0)
+
+    public init(chainFile: String?, keyFile: String?) async throws {
+        let context: TLSContext? = try chainFile.map { chain in
+            try TLSContext(configuration: .server(certificateChain: try Certificate.loadPEM(file: chain), privateKey: try PrivateKey(pemFile: keyFile!)))
+        }
+        let requests = self.requests
+        let connections = self.connections
+        channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    connections.withLockedValue { $0 += 1 }
+                    if let context { try channel.pipeline.syncOperations.addHandler(TLSHandler(serverContext: context)) }
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    try channel.pipeline.syncOperations.addHandler(Responder(requests: requests))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+    }
+
+    public func stop() { channel.close(promise: nil) }
+    deinit { channel.close(promise: nil) }
+
+    final class Responder: ChannelInboundHandler {
+        typealias InboundIn = HTTPServerRequestPart
+        typealias OutboundOut = HTTPServerResponsePart
+        let requests: NIOLockedValueBox<[String]>
+        private var head: HTTPRequestHead?
+        private var bodyBytes = 0
+        private var streaming: (remaining: Int, offset: Int)?
+        private var keepAlive = true
+
+        init(requests: NIOLockedValueBox<[String]>) { self.requests = requests }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            switch unwrapInboundIn(data) {
+            case .head(let head):
+                self.head = head
+                bodyBytes = 0
+                keepAlive = head.isKeepAlive
+                requests.withLockedValue { $0.append("\(head.method) \(head.uri)") }
+            case .body(let body):
+                bodyBytes += body.readableBytes
+            case .end:
+                respond(context: context)
+            }
+        }
+
+        private func respond(context: ChannelHandlerContext) {
+            guard let head else { return }
+            let path = head.uri
+            if path.hasPrefix("/bytes/"), let count = Int(path.dropFirst(7)) {
+                var headers = HTTPHeaders([("Content-Length", String(count)), ("Content-Type", "application/octet-stream")])
+                if !keepAlive { headers.add(name: "Connection", value: "close") }
+                context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .ok, headers: headers))), promise: nil)
+                streaming = (count, 0)
+                pump(context: context)
+            } else if path.hasPrefix("/slow/"), let ms = Int64(path.dropFirst(6)) {
+                context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(ms)) {
+                    self.send(context: context, status: .ok, body: "slow response after \(ms) ms")
+                }
+            } else if path.hasPrefix("/status/"), let code = Int(path.dropFirst(8)) {
+                send(context: context, status: HTTPResponseStatus(statusCode: code), body: "{\"status\": \(code)}")
+            } else if path.hasPrefix("/echo") {
+                let headerList = head.headers.map { "[\"\(Self.escape($0.name))\", \"\(Self.escape($0.value))\"]" }.joined(separator: ", ")
+                send(context: context, status: .ok, body: "{\"method\": \"\(head.method.rawValue)\", \"uri\": \"\(Self.escape(head.uri))\", \"headers\": [\(headerList)], \"body_bytes\": \(bodyBytes)}")
+            } else {
+                send(context: context, status: .ok, body: "hello from upstream")
+            }
+        }
+
+        private func send(context: ChannelHandlerContext, status: HTTPResponseStatus, body: String) {
+            var headers = HTTPHeaders([("Content-Length", String(body.utf8.count)), ("Content-Type", "text/plain")])
+            if !keepAlive { headers.add(name: "Connection", value: "close") }
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
+            context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: body)))), promise: nil)
+            let close = !keepAlive
+            context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
+                if close { context.close(promise: nil) }
+            }
+        }
+
+        func channelWritabilityChanged(context: ChannelHandlerContext) {
+            pump(context: context)
+            context.fireChannelWritabilityChanged()
+        }
+
+        private func pump(context: ChannelHandlerContext) {
+            while var state = streaming, context.channel.isWritable {
+                if state.remaining == 0 {
+                    streaming = nil
+                    let close = !keepAlive
+                    context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
+                        if close { context.close(promise: nil) }
+                    }
+                    return
+                }
+                let n = min(65_536, state.remaining)
+                var buffer = context.channel.allocator.buffer(capacity: n)
+                buffer.writeBytes(TestPattern.slice(at: state.offset, count: n))
+                state.remaining -= n
+                state.offset += n
+                streaming = state
+                context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+            }
+        }
+
+        static func escape(_ text: String) -> String {
+            text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+        }
+    }
+}
