@@ -11,9 +11,16 @@ public final class ChildProcess: @unchecked Sendable {
     private let lock = NSLock()
     private var exitStatus: Int32?
 
-    public init(_ executable: String, _ arguments: [String], directory: TemporaryDirectory, name: String = UUID().uuidString,
+    public convenience init(_ executable: String, _ arguments: [String], directory: TemporaryDirectory, name: String = UUID().uuidString,
+                            environment: [String: String]? = nil, currentDirectory: String? = nil) throws {
+        try self.init(executable, arguments, outputPath: directory.file("\(name).out"), errorPath: nil, inputPath: nil,
+                      environment: environment, currentDirectory: currentDirectory)
+    }
+
+    /// `errorPath` nil: standard error goes to `outputPath` too. `inputPath` nil: /dev/null.
+    public init(_ executable: String, _ arguments: [String], outputPath: String, errorPath: String?, inputPath: String?,
                 environment: [String: String]? = nil, currentDirectory: String? = nil) throws {
-        outputPath = directory.file("\(name).out")
+        self.outputPath = outputPath
         var path = try Self.resolve(executable)
         var arguments = arguments
         if let currentDirectory {
@@ -24,9 +31,13 @@ public final class ChildProcess: @unchecked Sendable {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 0, inputPath ?? "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        if let errorPath {
+            posix_spawn_file_actions_addopen(&actions, 2, errorPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        } else {
+            posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        }
         let env = (environment ?? ProcessInfo.processInfo.environment).map { "\($0.key)=\($0.value)" }
         let argv = [path] + arguments
         var cArgs = argv.map { strdup($0) } + [nil]
@@ -132,25 +143,40 @@ public final class ChildProcess: @unchecked Sendable {
     }
 
     /// Runs a command to completion and returns (status, combined output).
+    /// Spawned like every child here (not with Foundation's `Process`, whose
+    /// exit detection needs a SIGCHLD that the test threads block).
     @discardableResult
     public static func run(_ executable: String, _ arguments: [String], input: String? = nil,
                            environment: [String: String]? = nil, currentDirectory: String? = nil) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try resolve(executable))
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        if let environment { process.environment = environment }
-        if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
-        let stdin = Pipe()
-        process.standardInput = stdin
-        try process.run()
-        if let input { stdin.fileHandleForWriting.write(Data(input.utf8)) }
-        try? stdin.fileHandleForWriting.close()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        let result = try runSeparately(executable, arguments, input: input, combined: true,
+                                       environment: environment, currentDirectory: currentDirectory)
+        return (result.status, result.stdout)
+    }
+
+    /// Runs a command to completion: (status, stdout, stderr).
+    public static func runSeparately(_ executable: String, _ arguments: [String], input: String? = nil, combined: Bool = false,
+                                     environment: [String: String]? = nil, currentDirectory: String? = nil,
+                                     timeout: TimeInterval = 600) throws -> (status: Int32, stdout: String, stderr: String) {
+        let scratch = try Scratch.directory()
+        let id = UUID().uuidString
+        let out = scratch.file("\(id).out")
+        let err = combined ? nil : scratch.file("\(id).err")
+        var inputPath: String?
+        if let input {
+            inputPath = try scratch.write("\(id).in", input)
+        }
+        defer {
+            for path in [out, err, inputPath].compactMap({ $0 }) { try? FileManager.default.removeItem(atPath: path) }
+        }
+        let child = try ChildProcess(executable, arguments, outputPath: out, errorPath: err, inputPath: inputPath,
+                                     environment: environment, currentDirectory: currentDirectory)
+        guard let status = child.waitForExit(timeout: timeout) else {
+            child.stop()
+            throw TestSupportError("\(executable) \(arguments.joined(separator: " ")) did not finish within \(Int(timeout)) s")
+        }
+        let stdout = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+        let stderr = err.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) } ?? ""
+        return (status, stdout, stderr)
     }
 
     /// Like `run`, but throws with the output when the command fails.
@@ -161,6 +187,21 @@ public final class ChildProcess: @unchecked Sendable {
             throw TestSupportError("\(executable) \(arguments.joined(separator: " ")) exited \(status):\n\(output)")
         }
         return output
+    }
+
+    /// One scratch directory per test process for the runners' files.
+    private enum Scratch {
+        private static let lock = NSLock()
+        nonisolated(unsafe) private static var shared: TemporaryDirectory?
+
+        static func directory() throws -> TemporaryDirectory {
+            try lock.withLock {
+                if let shared { return shared }
+                let made = try TemporaryDirectory("pinproxy-run")
+                shared = made
+                return made
+            }
+        }
     }
 
     static func resolve(_ executable: String) throws -> String {

@@ -67,32 +67,23 @@ public struct CurlResult: Sendable {
 
 public enum Curl {
     /// `curl` through the proxy, trusting `caFile` (pinproxy's CA unless said otherwise).
+    /// With `output`, the body goes to that file and `body` stays empty.
     public static func run(_ url: String, proxy: ProxyHarness, caFile: String? = nil, extra: [String] = [],
-                           directory: TemporaryDirectory) throws -> CurlResult {
-        try run(url, proxyURL: proxy.proxyURL, caFile: caFile ?? proxy.caFile, extra: extra, directory: directory)
+                           output: String? = nil, directory: TemporaryDirectory) throws -> CurlResult {
+        try run(url, proxyURL: proxy.proxyURL, caFile: caFile ?? proxy.caFile, extra: extra, output: output, directory: directory)
     }
 
     public static func run(_ url: String, proxyURL: String?, caFile: String?, extra: [String] = [],
-                           directory: TemporaryDirectory) throws -> CurlResult {
+                           output: String? = nil, directory: TemporaryDirectory) throws -> CurlResult {
         let id = UUID().uuidString.prefix(8)
-        let bodyFile = directory.file("curl-\(id).body")
+        let bodyFile = output ?? directory.file("curl-\(id).body")
         let headerFile = directory.file("curl-\(id).headers")
         var arguments = ["-sS", "--max-time", "60", "-o", bodyFile, "-D", headerFile, "-w", "%{http_code} %{http_connect}"]
         if let proxyURL { arguments += ["--proxy", proxyURL] }
         if let caFile { arguments += ["--cacert", caFile] }
         arguments += extra + [url]
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        process.arguments = arguments
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let outData = out.fileHandleForReading.readDataToEndOfFile()
-        let errData = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        let (exitCode, stdout, stderr) = try ChildProcess.runSeparately("/usr/bin/curl", arguments)
+        let outData = Data(stdout.utf8)
         let codes = String(decoding: outData, as: UTF8.self).split(separator: " ").map { Int($0) ?? 0 }
         let headerText = (try? String(contentsOfFile: headerFile, encoding: .utf8)) ?? ""
         var headers: [String: String] = [:]
@@ -105,9 +96,9 @@ public enum Curl {
             }
         }
         return CurlResult(
-            exitCode: process.terminationStatus, status: codes.first ?? 0, connectStatus: codes.count > 1 ? codes[1] : 0,
-            headers: headers, body: (try? String(contentsOfFile: bodyFile, encoding: .utf8)) ?? "",
-            stderr: String(decoding: errData, as: UTF8.self))
+            exitCode: exitCode, status: codes.first ?? 0, connectStatus: codes.count > 1 ? codes[1] : 0,
+            headers: headers, body: output == nil ? ((try? String(contentsOfFile: bodyFile, encoding: .utf8)) ?? "") : "",
+            stderr: stderr)
     }
 }
 

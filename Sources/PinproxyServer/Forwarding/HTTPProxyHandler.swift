@@ -120,6 +120,8 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
 
     func channelReadComplete(context: ChannelHandlerContext) {
         guard case .exchange(let exchange) = state else {
+            // Between requests, a head may span several reads: keep asking for the rest.
+            if case .idle = state { context.read() }
             context.fireChannelReadComplete()
             return
         }
@@ -151,6 +153,7 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if case .closed = state { return }  // already answered and closing
         switch error {
         case let parser as HTTPParserError:
             let refusal = parser == .headerOverflow
@@ -526,7 +529,7 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: body)))), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
-            if close { context.close(promise: nil) }
+            if close { LingeringClose.close(context.channel) }
         }
     }
 
@@ -537,8 +540,9 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
             context.close(promise: nil)
             return
         }
+        let channel = context.channel
         encoder.writeAndFlush(NIOAny(bytes)).assumeIsolated().whenComplete { _ in
-            context.close(promise: nil)
+            LingeringClose.close(channel)
         }
     }
 

@@ -88,8 +88,8 @@ public final class ProxyServer: Service, Sendable {
             services.instrumentation.denied(code: refusal.code.rawValue)
             services.instrumentation.requestCompleted(host: "_none", status: 403, seconds: 0)
             services.logger.notice("client refused", metadata: ["client": "\(client)", "error": "client_denied"])
-            channel.writeAndFlush(ByteBuffer(string: RefusalBody.raw(refusal))).whenComplete { _ in
-                channel.close(promise: nil)
+            channel.writeAndFlush(ByteBuffer(string: RefusalBody.raw(refusal))).assumeIsolated().whenComplete { _ in
+                LingeringClose.close(channel)
             }
             return
         }

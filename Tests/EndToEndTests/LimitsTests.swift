@@ -1,0 +1,221 @@
+import Foundation
+import PinproxyTestSupport
+import Testing
+
+/// Limits and robustness: slow-loris, oversize heads, garbage, many clients,
+/// a large download to a slow reader, and SIGTERM in the middle of a response.
+@Suite("Limits, streaming and shutdown", .serialized)
+struct LimitsTests {
+    final class Setup: @unchecked Sendable {
+        let dir: TemporaryDirectory
+        let pki: TestPKI
+        let upstream: TestUpstream
+        let proxy: ProxyHarness
+
+        init(extraMain: String = "") async throws {
+            dir = try TemporaryDirectory("pinproxy-limits")
+            pki = try TestPKI.make(in: dir, names: ["api.test", "plain.test"])
+            upstream = try await TestUpstream(chainFile: pki.chainFile, keyFile: pki.leafKey)
+            let policies = """
+            hosts:
+              - match: api.test
+                action: intercept
+                upstream: 127.0.0.1:\(upstream.port)
+                tls: { ca_file: \(pki.rootCertificate) }
+                upgrade_to_tls: true
+                max_upstream_connections: 32
+                queue_timeout: 60s
+            """
+            proxy = try ProxyHarness(policies: policies, mainConfig: """
+                network:
+                  allow: [127.0.0.0/8]
+                limits:
+                  header_timeout: 1s
+                  max_header_bytes: 65536
+                \(extraMain)
+                """, directory: dir)
+        }
+    }
+
+    static let setup = Task { try await Setup() }
+
+    @Test func aSlowLorisClientIsClosedAfterTheHeaderTimeout() async throws {
+        let s = try await Self.setup.value
+        let client = try RawClient(port: s.proxy.port)
+        client.send("GET http://api.test/ HTTP/1.1\r\n")
+        var closed = false
+        // Drip a header line every 200 ms for up to 10 s; the proxy must hang up.
+        for i in 0..<50 {
+            if client.isClosedByPeer(within: 0.2) || !client.send("X-Drip-\(i): x\r\n") {
+                closed = true
+                break
+            }
+        }
+        #expect(closed, "the connection was still open after 10 s of a head that never ends")
+        #expect(s.proxy.log.contains("no complete request head within header_timeout"))
+    }
+
+    @Test func aHeadSplitAcrossReadsIsServedAndPlainHTTPIsUpgradedToTLS() async throws {
+        let s = try await Self.setup.value
+        let client = try RawClient(port: s.proxy.port)
+        client.send("GET http://api.test/echo HTTP/1.1\r\nHo")
+        usleep(200_000)
+        client.send("st: api.test\r\nConnection: close\r\n\r\n")
+        let response = client.readToEnd()
+        #expect(response.hasPrefix("HTTP/1.1 200 OK"), "\(response.prefix(300))")
+        // The upstream only speaks TLS: a 200 means upgrade_to_tls took the request there over TLS.
+        #expect(response.contains("\"uri\": \"/echo\""))
+    }
+
+    @Test func aHundredKilobyteHeaderGets431() async throws {
+        let s = try await Self.setup.value
+        let big = String(repeating: "x", count: 100_000)
+        let result = try Curl.run("http://api.test/", proxy: s.proxy, extra: ["-H", "X-Big: \(big)"], directory: s.dir)
+        #expect(result.status == 431, "\(result.stderr)")
+        #expect(result.pinproxyError == "bad_request")
+        #expect(result.body.contains("max_header_bytes (65536 bytes)"))
+    }
+
+    @Test func randomBytesGet400AndTheProxyKeepsServing() async throws {
+        let s = try await Self.setup.value
+        var generator = SystemRandomNumberGenerator()
+        let garbage = (0..<4096).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let client = try RawClient(port: s.proxy.port)
+        client.send(garbage + Array("\r\n\r\n".utf8))
+        let response = client.readToEnd()
+        #expect(response.hasPrefix("HTTP/1.1 400 Bad Request"), "\(response.prefix(200))")
+        #expect(response.contains("X-Pinproxy-Error: bad_request"))
+        let after = try Curl.run("https://api.test/echo", proxy: s.proxy, directory: s.dir)
+        #expect(after.status == 200)
+    }
+
+    @Test func fiveHundredConcurrentClientsAreAllServed() async throws {
+        let s = try await Self.setup.value
+        let script = try s.dir.write("many.py", """
+            import asyncio, ssl, sys
+            PROXY_PORT, CA, N = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+            ctx = ssl.create_default_context(cafile=CA)
+            async def one(i, gate):
+                reader, writer = await asyncio.open_connection("127.0.0.1", PROXY_PORT)
+                await gate.wait()  # every connection is open before any request starts
+                writer.write(b"CONNECT api.test:443 HTTP/1.1\\r\\nHost: api.test:443\\r\\n\\r\\n")
+                head = await reader.readuntil(b"\\r\\n\\r\\n")
+                if not head.startswith(b"HTTP/1.1 200"):
+                    return "connect:" + head.decode(errors="replace")[:40]
+                await writer.start_tls(ctx, server_hostname="api.test")
+                writer.write(b"GET /echo?i=%d HTTP/1.1\\r\\nHost: api.test\\r\\nConnection: close\\r\\n\\r\\n" % i)
+                data = await reader.read()
+                writer.close()
+                return "ok" if data.startswith(b"HTTP/1.1 200") and (b"/echo?i=%d" % i) in data else "bad:" + data[:60].decode(errors="replace")
+            async def main():
+                gate = asyncio.Event()
+                tasks = [asyncio.create_task(one(i, gate)) for i in range(N)]
+                await asyncio.sleep(0.5)
+                gate.set()
+                results = await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), timeout=240)
+                ok = sum(1 for r in results if r == "ok")
+                print("ok", ok, "of", N)
+                for r in results:
+                    if r != "ok":
+                        print("failure:", r)
+                        break
+            asyncio.run(main())
+            """)
+        let (status, output) = try ChildProcess.run("python3", [script, String(s.proxy.port), s.proxy.caFile, "500"])
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("ok 500 of 500"), "\(output)")
+    }
+
+    @Test func twoHundredFiftySixMiBReachASlowReaderByteExactInBoundedMemory() async throws {
+        let s = try await Self.setup.value
+        let total = 256 * 1024 * 1024
+        let rssBefore = try #require(Self.residentBytes(pid: s.proxy.process.pid))
+        let peak = PeakSampler(pid: s.proxy.process.pid)
+        let output = s.dir.file("download.bin")
+        // A slow reader: curl drains at 48 MiB/s while the upstream can send far faster.
+        let result = try Curl.run("https://api.test/bytes/\(total)", proxy: s.proxy,
+                                  extra: ["--limit-rate", "48M"], output: output, directory: s.dir)
+        let rssPeak = peak.stop()
+        #expect(result.status == 200, "\(result.stderr)")
+        #expect(try Self.matchesPattern(file: output, count: total))
+        if let size = try? FileManager.default.attributesOfItem(atPath: output)[.size] as? Int, size != total {
+            Issue.record("downloaded \(size) bytes, expected \(total): \(result.stderr)")
+        }
+        let growth = max(rssPeak, rssBefore) - rssBefore
+        #expect(growth < 64 * 1024 * 1024, "pinproxy grew by \(growth / 1024 / 1024) MiB")
+        try? FileManager.default.removeItem(atPath: output)
+    }
+
+    @Test func sigtermDuringAResponseLetsItFinishAndExitsZero() async throws {
+        let dir = try TemporaryDirectory("pinproxy-sigterm")
+        let pki = try TestPKI.make(in: dir, names: ["api.test"])
+        let upstream = try await TestUpstream(chainFile: pki.chainFile, keyFile: pki.leafKey)
+        let proxy = try ProxyHarness(policies: """
+            hosts:
+              - match: api.test
+                action: intercept
+                upstream: 127.0.0.1:\(upstream.port)
+                tls: { ca_file: \(pki.rootCertificate) }
+            """, mainConfig: "network:\n  allow: [127.0.0.0/8]\nlimits:\n  shutdown_grace: 10s\n", directory: dir)
+        let curl = try ChildProcess("/usr/bin/curl", [
+            "-sS", "--proxy", proxy.proxyURL, "--cacert", proxy.caFile, "-w", "\nstatus=%{http_code}", "https://api.test/slow/2000",
+        ], directory: dir, name: "curl-slow")
+        // Wait until the upstream holds the request, then ask pinproxy to stop.
+        let deadline = Date().addingTimeInterval(10)
+        while upstream.requests.withLockedValue({ !$0.contains("GET /slow/2000") }) && Date() < deadline { usleep(20_000) }
+        proxy.process.signal(SIGTERM)
+        let curlStatus = curl.waitForExit(timeout: 20)
+        let proxyStatus = proxy.process.waitForExit(timeout: 20)
+        #expect(curlStatus == 0)
+        #expect(curl.outputText.contains("slow response after 2000 ms"))
+        #expect(curl.outputText.contains("status=200"))
+        #expect(proxyStatus == 0, "\(proxy.log.suffix(600))")
+    }
+
+    // MARK: Helpers
+
+    static func residentBytes(pid: Int32) -> Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+              let kib = Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]) else { return nil }
+        return kib * 1024
+    }
+
+    static func matchesPattern(file: String, count: Int) throws -> Bool {
+        guard let handle = FileHandle(forReadingAtPath: file) else { return false }
+        defer { try? handle.close() }
+        var offset = 0
+        while offset < count {
+            let chunk = try handle.read(upToCount: 1 << 20) ?? Data()
+            if chunk.isEmpty { return false }
+            if [UInt8](chunk) != TestPattern.slice(at: offset, count: chunk.count) { return false }
+            offset += chunk.count
+        }
+        let trailing = try handle.read(upToCount: 1) ?? Data()
+        return offset == count && trailing.isEmpty
+    }
+
+    /// Samples a process's resident memory every 50 ms on a thread until stopped.
+    final class PeakSampler: @unchecked Sendable {
+        private let lock = NSLock()
+        private var peak = 0
+        private var running = true
+        private let done = DispatchSemaphore(value: 0)
+
+        init(pid: Int32) {
+            Thread {
+                while self.lock.withLock({ self.running }) {
+                    if let rss = LimitsTests.residentBytes(pid: pid) { self.lock.withLock { self.peak = max(self.peak, rss) } }
+                    usleep(50_000)
+                }
+                self.done.signal()
+            }.start()
+        }
+
+        func stop() -> Int {
+            lock.withLock { running = false }
+            done.wait()
+            return lock.withLock { peak }
+        }
+    }
+}
