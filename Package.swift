@@ -14,6 +14,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         // System OpenSSL 3 (Debian's libssl-dev), plus C shims for its function-like macros.
@@ -43,6 +44,17 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // Every metric of DESIGN §6 behind one typed method each, on a
+        // swift-prometheus registry of its own (no global bootstrap).
+        .target(
+            name: "PinproxyMetrics",
+            dependencies: [
+                "PinproxyPolicy",
+                "PinproxyTLS",
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
         ),
         // The command line.
@@ -94,6 +106,14 @@ let package = Package(
                 "PinproxyTLS",
                 "PinproxyTestSupport",
                 .product(name: "Yams", package: "Yams"),
+            ]
+        ),
+        .testTarget(
+            name: "PinproxyMetricsTests",
+            dependencies: [
+                "PinproxyMetrics",
+                "PinproxyPolicy",
+                "PinproxyTestSupport",
             ]
         ),
         // Drives the built `pinproxy` binary and real clients (curl, openssl).
