@@ -15,6 +15,7 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
     ],
     targets: [
         // System OpenSSL 3 (Debian's libssl-dev), plus C shims for its function-like macros.
@@ -42,6 +43,7 @@ let package = Package(
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
@@ -55,6 +57,20 @@ let package = Package(
                 "PinproxyTLS",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
+        ),
+        // The admin HTTP API (DESIGN §5): Hummingbird kept out of the proxy module.
+        .target(
+            name: "PinproxyAdmin",
+            dependencies: [
+                "PinproxyMetrics",
+                "PinproxyPolicy",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // The command line.
@@ -114,6 +130,19 @@ let package = Package(
                 "PinproxyMetrics",
                 "PinproxyPolicy",
                 "PinproxyTestSupport",
+            ]
+        ),
+        .testTarget(
+            name: "PinproxyAdminTests",
+            dependencies: [
+                "PinproxyAdmin",
+                "PinproxyMetrics",
+                "PinproxyPolicy",
+                "PinproxyTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // Drives the built `pinproxy` binary and real clients (curl, openssl).
