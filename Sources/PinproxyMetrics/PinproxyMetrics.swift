@@ -33,6 +33,17 @@ public final class PinproxyMetrics: Sendable {
 
     let state = NIOLockedValueBox(State())
 
+    /// Counters and histograms by family and label values. The registry
+    /// validates names, labels and help text on every lookup; these series
+    /// are never removed, so the request path looks them up here instead.
+    private let counters = NIOLockedValueBox([SeriesKey: Counter]())
+    private let histograms = NIOLockedValueBox([SeriesKey: DurationHistogram]())
+
+    struct SeriesKey: Hashable {
+        var family: String
+        var labels: [String]
+    }
+
     /// Creates the process-wide series at 0: client connections, minted
     /// certificates, every refusal reason and both reload outcomes.
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
@@ -55,9 +66,13 @@ public final class PinproxyMetrics: Sendable {
     // MARK: Registry access
 
     func counter(_ family: MetricFamily, _ labels: String...) -> Counter {
-        labels.isEmpty
+        let key = SeriesKey(family: family.name, labels: labels)
+        if let cached = counters.withLockedValue({ $0[key] }) { return cached }
+        let made = labels.isEmpty
             ? registry.makeCounter(descriptor: family.descriptor)
             : registry.makeCounter(descriptor: family.descriptor, labels: family.labelPairs(labels))
+        counters.withLockedValue { $0[key] = made }
+        return made
     }
 
     func gauge(_ family: MetricFamily, _ labels: String...) -> Gauge {
@@ -71,7 +86,12 @@ public final class PinproxyMetrics: Sendable {
     }
 
     func histogram(_ family: MetricFamily, buckets: [Duration], _ labels: String...) -> DurationHistogram {
-        registry.makeDurationHistogram(descriptor: family.descriptor, labels: family.labelPairs(labels), buckets: buckets)
+        let key = SeriesKey(family: family.name, labels: labels)
+        if let cached = histograms.withLockedValue({ $0[key] }) { return cached }
+        let made = registry.makeDurationHistogram(
+            descriptor: family.descriptor, labels: family.labelPairs(labels), buckets: buckets)
+        histograms.withLockedValue { $0[key] = made }
+        return made
     }
 
     /// Removes one gauge series (a host that is no longer configured, a TLS
