@@ -14,6 +14,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
     ],
     targets: [
         // System OpenSSL 3 (Debian's libssl-dev), plus C shims for its function-like macros.
@@ -41,6 +43,7 @@ let package = Package(
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
@@ -52,11 +55,37 @@ let package = Package(
             dependencies: [
                 "PinproxyTLS",
                 "PinproxyPolicy",
+                "PinproxyMetrics",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // Every metric of DESIGN §6 behind one typed method each, on a
+        // swift-prometheus registry of its own (no global bootstrap).
+        .target(
+            name: "PinproxyMetrics",
+            dependencies: [
+                "PinproxyPolicy",
+                "PinproxyTLS",
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
+        ),
+        // The admin HTTP API (DESIGN §5): Hummingbird kept out of the proxy module.
+        .target(
+            name: "PinproxyAdmin",
+            dependencies: [
+                "PinproxyMetrics",
+                "PinproxyPolicy",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
@@ -67,6 +96,8 @@ let package = Package(
                 "PinproxyTLS",
                 "PinproxyPolicy",
                 "PinproxyServer",
+                "PinproxyMetrics",
+                "PinproxyAdmin",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -113,6 +144,27 @@ let package = Package(
                 "PinproxyTLS",
                 "PinproxyTestSupport",
                 .product(name: "Yams", package: "Yams"),
+            ]
+        ),
+        .testTarget(
+            name: "PinproxyMetricsTests",
+            dependencies: [
+                "PinproxyMetrics",
+                "PinproxyPolicy",
+                "PinproxyTestSupport",
+            ]
+        ),
+        .testTarget(
+            name: "PinproxyAdminTests",
+            dependencies: [
+                "PinproxyAdmin",
+                "PinproxyMetrics",
+                "PinproxyPolicy",
+                "PinproxyTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // Drives the built `pinproxy` binary and real clients (curl, openssl).

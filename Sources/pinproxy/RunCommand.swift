@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
 import Logging
+import PinproxyAdmin
+import PinproxyMetrics
 import PinproxyPolicy
 import PinproxyServer
 import PinproxyTLS
@@ -58,10 +60,20 @@ struct RunCommand: AsyncParsableCommand {
             throw ExitCode(1)
         }
 
-        let proxy = try ProxyServer(store: store, ca: ca, logger: logger, accessLog: Logger(label: "pinproxy.access"))
+        let metrics = PinproxyMetrics()
+        metrics.buildInfo(version: Pinproxy.version)
+        let readiness = ReadinessState(policyLoaded: true, caUsable: true)
+        let proxy = try ProxyServer(
+            store: store, ca: ca, instrumentation: MetricsInstrumentation(metrics), logger: logger,
+            accessLog: Logger(label: "pinproxy.access"),
+            onListening: { _ in readiness.setListening(true) })
+        let admin = AdminServer(
+            listen: settings.admin.listen, store: store, metrics: metrics,
+            providers: .init(readiness: { readiness.status }))
         let group = ServiceGroup(configuration: .init(
             services: [
                 .init(service: proxy),
+                .init(service: admin),
                 .init(service: PolicyFileWatcher(store: store)),
                 .init(service: PolicyReloadSignalService(store: store)),
             ],

@@ -5,6 +5,16 @@ public final class ProxyHarness: @unchecked Sendable {
     public let directory: TemporaryDirectory
     public let process: ChildProcess
     public let port: Int
+    /// The admin API's port (the "admin API listening" line).
+    public var adminPort: Int {
+        get throws {
+            try process.waitForOutput(timeout: 20) { output in
+                guard let line = output.split(separator: "\n").first(where: { $0.contains("\"admin API listening\"") }),
+                      let range = line.range(of: #""address":"127.0.0.1:"#) else { return nil }
+                return Int(line[range.upperBound...].prefix { $0.isNumber })
+            }
+        }
+    }
     public var caFile: String { directory.file("state/ca.pem") }
 
     /// Writes `etc/pinproxy.yaml` (listeners on port 0 unless `mainConfig` says

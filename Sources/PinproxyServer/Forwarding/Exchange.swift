@@ -19,8 +19,8 @@ final class Exchange {
     var phase: Phase = .connecting
     let request: HTTPRequestHead
     let started = NIODeadline.now()
-    /// What pinproxy decided: the policy pattern (`_none` without one), the host asked for.
-    var policyLabel = "_none"
+    /// The policy that decided (nil: none matched), and the host asked for.
+    var policy: HostPolicy?
     var host: String
     var mode: String
     var plan: DialPlan?
@@ -60,6 +60,9 @@ final class Exchange {
     var replayable: Bool {
         bytesUp == 0 && requestEnded
     }
+
+    /// The policy's pattern, or `_none`: the log's and metrics' name for it.
+    var policyLabel: String { policy?.metricLabel ?? "_none" }
 
     var elapsedSeconds: Double {
         Double((NIODeadline.now() - started).nanoseconds) / 1e9

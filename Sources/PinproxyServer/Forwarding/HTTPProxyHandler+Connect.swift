@@ -18,7 +18,7 @@ extension HTTPProxyHandler {
         exchange.host = host
         let snapshot = services.store.snapshot
         let policy = snapshot.policy(forHost: host)
-        exchange.policyLabel = policy?.metricLabel ?? "_none"
+        exchange.policy = policy
         try checkAllowed(host: host, policy: policy, snapshot: snapshot)
         if let policy, policy.spec.action == .intercept {
             exchange.connect = ConnectDecision(host: host, port: port, action: .intercept(policy))
@@ -124,8 +124,8 @@ extension HTTPProxyHandler {
                 bytesUp: clientSide.bytesRelayed, bytesDown: upstreamSide.bytesRelayed, seconds: exchange.elapsedSeconds,
                 policy: exchange.policyLabel, pin: nil, upstream: exchange.upstreamAddress, error: nil, mode: "tunnel"
             ).log(to: services.accessLog)
-            services.instrumentation.requestCompleted(host: exchange.policyLabel, status: 200, seconds: exchange.elapsedSeconds)
-            services.instrumentation.bytes(host: exchange.policyLabel, up: clientSide.bytesRelayed, down: upstreamSide.bytesRelayed)
+            services.instrumentation.requestCompleted(policy: exchange.policy, status: 200, seconds: exchange.elapsedSeconds)
+            services.instrumentation.bytes(policy: exchange.policy, up: clientSide.bytesRelayed, down: upstreamSide.bytesRelayed)
         }
         context.channel.setOption(.autoRead, value: true).whenFailure { _ in }
         upstream.setOption(.autoRead, value: true).whenFailure { _ in }

@@ -216,7 +216,7 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
         exchange.host = host
         let snapshot = services.store.snapshot
         let policy = snapshot.policy(forHost: host)
-        exchange.policyLabel = policy?.metricLabel ?? "_none"
+        exchange.policy = policy
         try checkAllowed(host: host, policy: policy, snapshot: snapshot)
         let tls = target.scheme == "https" || (policy?.spec.upgradeToTLS ?? false)
         if tls && policy == nil {
@@ -234,7 +234,7 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
     /// A request inside an intercepted session: its Host must be the CONNECT host.
     private func routeIntercepted(_ head: HTTPRequestHead, interception: Interception, exchange: Exchange) throws {
         exchange.host = interception.host
-        exchange.policyLabel = interception.policy.metricLabel
+        exchange.policy = interception.policy
         if head.method == .CONNECT {
             throw ProxyError(.badRequest, host: interception.host, detail: "CONNECT inside an intercepted session")
         }
@@ -302,11 +302,10 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
             case .permit:
                 return services.connector.connect(plan, on: loop).map { connection in
                     services.pool.opened(connection)
-                    let label = policy?.metricLabel ?? "_none"
-                    services.instrumentation.upstreamConnections(host: label, delta: 1)
+                    services.instrumentation.upstreamConnections(policy: policy, delta: 1)
                     connection.onClose = {
                         services.pool.closed(connection)
-                        services.instrumentation.upstreamConnections(host: label, delta: -1)
+                        services.instrumentation.upstreamConnections(policy: policy, delta: -1)
                     }
                     return (connection, false)
                 }.flatMapError { error in
@@ -592,8 +591,8 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
 
     func logAccess(_ exchange: Exchange) {
         let status = exchange.status ?? 0
-        services.instrumentation.requestCompleted(host: exchange.policyLabel, status: status, seconds: exchange.elapsedSeconds)
-        services.instrumentation.bytes(host: exchange.policyLabel, up: exchange.bytesUp, down: exchange.bytesDown)
+        services.instrumentation.requestCompleted(policy: exchange.policy, status: status, seconds: exchange.elapsedSeconds)
+        services.instrumentation.bytes(policy: exchange.policy, up: exchange.bytesUp, down: exchange.bytesDown)
         AccessRecord(
             client: clientAddress, method: exchange.request.method.rawValue, host: exchange.host.isEmpty ? "-" : exchange.host,
             path: exchange.request.uri, status: status, bytesUp: exchange.bytesUp, bytesDown: exchange.bytesDown,

@@ -86,7 +86,7 @@ public final class ProxyServer: Service, Sendable {
         guard allowed else {
             let refusal = ProxyError(.clientDenied, host: nil, detail: "\(remote?.ipAddress ?? "this address") is not in clients.allow")
             services.instrumentation.denied(code: refusal.code.rawValue)
-            services.instrumentation.requestCompleted(host: "_none", status: 403, seconds: 0)
+            services.instrumentation.requestCompleted(policy: nil, status: 403, seconds: 0)
             services.logger.notice("client refused", metadata: ["client": "\(client)", "error": "client_denied"])
             channel.writeAndFlush(ByteBuffer(string: RefusalBody.raw(refusal))).assumeIsolated().whenComplete { _ in
                 LingeringClose.close(channel)

@@ -46,7 +46,6 @@ final class UpstreamConnector: Sendable {
     func connect(_ plan: DialPlan, on loop: any EventLoop) -> EventLoopFuture<UpstreamConnection> {
         let slot = NIOLockedValueBox<(UpstreamHTTPHandler, NIOLockedValueBox<PinEvaluation?>)?>(nil)
         let started = NIODeadline.now()
-        let label = plan.policy?.metricLabel ?? "_none"
         return dial(plan, on: loop) { channel in
             let evaluation = NIOLockedValueBox<PinEvaluation?>(nil)
             let ready = channel.eventLoop.makePromise(of: TLSHandshakeInfo?.self)
@@ -84,12 +83,12 @@ final class UpstreamConnector: Sendable {
             let seconds = Double((NIODeadline.now() - started).nanoseconds) / 1e9
             switch result {
             case .success(let connection):
-                self.instrumentation.upstreamHandshake(host: label, result: "ok", seconds: seconds)
+                self.instrumentation.upstreamHandshake(policy: plan.policy, result: "ok", seconds: seconds)
                 if let info = connection.handshake {
-                    self.instrumentation.upstreamTLS(host: label, version: info.versionName, cipher: info.cipher, leafNotAfter: info.leafNotAfter)
+                    self.instrumentation.upstreamTLS(policy: plan.policy, version: info.versionName, cipher: info.cipher, leafNotAfter: info.leafNotAfter)
                 }
             case .failure(let error):
-                self.instrumentation.upstreamHandshake(host: label, result: Self.handshakeResult(error), seconds: seconds)
+                self.instrumentation.upstreamHandshake(policy: plan.policy, result: Self.handshakeResult(error), seconds: seconds)
             }
         }
     }
@@ -106,7 +105,7 @@ final class UpstreamConnector: Sendable {
             }
             let evaluation = PinEvaluator.evaluate(chain: chain, pins: policy.spec.pins, now: clock())
             box.withLockedValue { $0 = evaluation }
-            instrumentation.pinValidation(host: policy.metricLabel, result: evaluation.verdict.metricLabel)
+            instrumentation.pinValidation(policy: policy, result: evaluation.verdict.metricLabel)
             let observed = evaluation.observedPins.joined(separator: ", ")
             switch evaluation.verdict {
             case .mismatchEnforced, .noActivePins(.enforced):

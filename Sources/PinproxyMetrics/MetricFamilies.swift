@@ -1,0 +1,110 @@
+import Prometheus
+
+/// One metric of DESIGN §6: its name (without the `pinproxy_` prefix), help
+/// text and label names in emission order. Defined once here, so a name or a
+/// label order can never differ between two call sites (the registry treats
+/// `[(a, 1), (b, 2)]` and `[(b, 2), (a, 1)]` as different series).
+struct MetricFamily: Sendable {
+    static let prefix = "pinproxy_"
+
+    let name: String
+    let help: String
+    let labels: [String]
+
+    var fullName: String { Self.prefix + name }
+
+    var descriptor: MetricNameDescriptor {
+        MetricNameDescriptor(metricName: fullName, unitName: "", helpText: help)
+    }
+
+    /// Pairs the label names with `values`, which must come in the same order.
+    func labelPairs(_ values: [String]) -> [(String, String)] {
+        precondition(values.count == labels.count, "\(fullName) takes labels \(labels), got \(values)")
+        return Array(zip(labels, values))
+    }
+}
+
+extension MetricFamily {
+    static let requests = MetricFamily(
+        name: "requests_total", help: "Requests answered, by policy host and HTTP status (refusals included).",
+        labels: ["host", "code"])
+    static let requestDuration = MetricFamily(
+        name: "request_duration_seconds", help: "Time from request head to the end of the response.",
+        labels: ["host"])
+    static let upstreamHandshakes = MetricFamily(
+        name: "upstream_handshakes_total", help: "Upstream connection attempts, by how the TLS handshake ended.",
+        labels: ["host", "result"])
+    static let upstreamHandshakeDuration = MetricFamily(
+        name: "upstream_handshake_duration_seconds", help: "Upstream TCP connect plus TLS handshake time.",
+        labels: ["host"])
+    static let pinValidations = MetricFamily(
+        name: "pin_validations_total", help: "Pin evaluations of verified upstream chains, by verdict.",
+        labels: ["host", "result"])
+    static let denied = MetricFamily(
+        name: "denied_total", help: "Refusals, by error code.",
+        labels: ["reason"])
+    static let clientConnections = MetricFamily(
+        name: "client_connections", help: "Open client connections.",
+        labels: [])
+    static let upstreamConnections = MetricFamily(
+        name: "upstream_connections", help: "Open upstream connections (pooled or in use).",
+        labels: ["host"])
+    static let bytes = MetricFamily(
+        name: "bytes_total", help: "Payload bytes relayed; up is client to upstream.",
+        labels: ["host", "direction"])
+    static let tokenRefreshes = MetricFamily(
+        name: "token_refreshes_total", help: "Spotify token refresh attempts, by outcome.",
+        labels: ["session", "result"])
+    static let tokenExpiry = MetricFamily(
+        name: "token_expiry_timestamp_seconds", help: "When the cached access token of a session expires.",
+        labels: ["session"])
+    static let refreshTokenIssued = MetricFamily(
+        name: "refresh_token_issued_timestamp_seconds",
+        help: "When the stored refresh token of a session was issued (consent or last rotation).",
+        labels: ["session"])
+    static let pinExpiry = MetricFamily(
+        name: "pin_expiry_timestamp_seconds",
+        help: "Latest not_after among the active pins of a policy; 0 when none is active, +Inf when one never expires.",
+        labels: ["host"])
+    static let upstreamCertExpiry = MetricFamily(
+        name: "upstream_cert_expiry_timestamp_seconds", help: "notAfter of the upstream leaf certificate last seen.",
+        labels: ["host"])
+    static let probeSuccess = MetricFamily(
+        name: "probe_success", help: "1 when the last active handshake probe of a policy passed, else 0.",
+        labels: ["host"])
+    static let policyReloads = MetricFamily(
+        name: "policy_reloads_total", help: "Policy reload attempts, by outcome.",
+        labels: ["result"])
+    static let policyLastReloadSuccess = MetricFamily(
+        name: "policy_last_reload_success_timestamp_seconds",
+        help: "When the serving policy set was loaded (start or last successful reload).",
+        labels: [])
+    static let mintedCertificates = MetricFamily(
+        name: "minted_certificates_total", help: "Interception leaf certificates minted (LRU cache misses).",
+        labels: [])
+    static let upstreamTLSInfo = MetricFamily(
+        name: "upstream_tls_info", help: "1 for the TLS version and cipher last negotiated with a policy's upstream.",
+        labels: ["host", "version", "cipher"])
+    static let buildInfo = MetricFamily(
+        name: "build_info", help: "pinproxy version; always 1.",
+        labels: ["version"])
+    static let swapRequests = MetricFamily(
+        name: "swap_requests_total", help: "Token swap backend requests, by endpoint and outcome.",
+        labels: ["endpoint", "result"])
+}
+
+/// Histogram buckets. Requests go through a proxy to internet APIs: tens of
+/// milliseconds to tens of seconds (a `response_timeout` is 30 s by default).
+/// Handshakes are a TCP connect plus one or two round trips; above the
+/// default 5 s `handshake_timeout` only the +Inf bucket matters.
+enum Buckets {
+    static let request: [Duration] = [
+        .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+        .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500), .seconds(5),
+        .seconds(10), .seconds(30), .seconds(60),
+    ]
+    static let handshake: [Duration] = [
+        .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+        .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500), .seconds(5), .seconds(10),
+    ]
+}

@@ -1,0 +1,126 @@
+import PinproxyPolicy
+import PinproxyTLS
+
+// Label values of DESIGN §6, as closed types: a caller can only pass a value
+// the contract names, so every series is bounded by configuration.
+
+/// The `host` label: a policy's `match` pattern as written, or `_none` for a
+/// host no policy matched. Never a raw client-supplied name, so a client
+/// cannot grow the series count by asking for random host names.
+public struct HostLabel: Sendable, Hashable, CustomStringConvertible {
+    public let value: String
+
+    private init(value: String) { self.value = value }
+
+    /// The label of the policy that decided, or `_none` when none matched.
+    public init(_ policy: HostPolicy?) {
+        self.value = policy?.metricLabel ?? HostLabel.unmatched.value
+    }
+
+    /// The label of a configured pattern (probes, `prepare`).
+    public init(_ pattern: HostPattern) {
+        self.value = pattern.text
+    }
+
+    /// A host no policy matched (`default_action` applied).
+    public static let unmatched = HostLabel(value: "_none")
+
+    public var description: String { value }
+}
+
+extension HostPolicy {
+    /// This policy's `host` label.
+    public var hostLabel: HostLabel { HostLabel(self) }
+}
+
+/// `upstream_handshakes_total{result}`: how one upstream connection attempt ended.
+public enum HandshakeResult: String, Sendable, Hashable, CaseIterable {
+    case ok
+    case pinMismatch = "pin_mismatch"
+    case pinsExpired = "pins_expired"
+    case verifyFailed = "verify_failed"
+    case tlsVersion = "tls_version"
+    case tlsCipher = "tls_cipher"
+    case tlsHandshake = "tls_handshake"
+    case connectFailed = "connect_failed"
+    case timeout
+
+    /// The result for a refused pin verdict (`PinVerdict.refusalCode`).
+    public init?(refusalCode: String) {
+        self.init(rawValue: refusalCode)
+    }
+}
+
+/// `pin_validations_total{result}` (DESIGN §3, pin evaluation steps 2–5).
+public enum PinValidationResult: String, Sendable, Hashable, CaseIterable {
+    case match
+    case mismatchEnforced = "mismatch_enforced"
+    case mismatchReported = "mismatch_reported"
+    case noActivePins = "no_active_pins"
+    case unpinned
+
+    public init(_ verdict: PinVerdict) {
+        switch verdict {
+        case .match: self = .match
+        case .mismatchEnforced: self = .mismatchEnforced
+        case .mismatchReported: self = .mismatchReported
+        case .noActivePins: self = .noActivePins
+        case .unpinned: self = .unpinned
+        }
+    }
+}
+
+/// `denied_total{reason}`: the refusal codes of DESIGN §4.
+public enum DenialReason: String, Sendable, Hashable, CaseIterable {
+    case clientDenied = "client_denied"
+    case hostDenied = "host_denied"
+    case ssrfBlocked = "ssrf_blocked"
+    case pinMismatch = "pin_mismatch"
+    case pinsExpired = "pins_expired"
+    case verifyFailed = "verify_failed"
+    case tlsVersion = "tls_version"
+    case tlsCipher = "tls_cipher"
+    case tlsHandshake = "tls_handshake"
+    case connectFailed = "connect_failed"
+    case upstreamTimeout = "upstream_timeout"
+    case queueTimeout = "queue_timeout"
+    case badRequest = "bad_request"
+    case hostMismatch = "host_mismatch"
+    case tokenUnavailable = "token_unavailable"
+}
+
+/// `bytes_total{direction}`: `up` is client → upstream, `down` the reverse.
+public enum TrafficDirection: String, Sendable, Hashable, CaseIterable {
+    case up
+    case down
+}
+
+/// `token_refreshes_total{result}` (DESIGN §10).
+public enum TokenRefreshResult: String, Sendable, Hashable, CaseIterable {
+    case success
+    case failure
+    case rateLimited = "rate_limited"
+    case invalidClient = "invalid_client"
+    case invalidGrant = "invalid_grant"
+}
+
+/// `swap_requests_total{endpoint}` (DESIGN §7, token swap).
+public enum SwapEndpoint: String, Sendable, Hashable, CaseIterable {
+    case swap
+    case refresh
+}
+
+/// `swap_requests_total{result}`. DESIGN §7 leaves the values open; these
+/// follow the answers the swap backend can give.
+public enum SwapResult: String, Sendable, Hashable, CaseIterable {
+    /// Spotify answered 2xx and the answer was passed on.
+    case success
+    /// Spotify answered with an error status (passed on as is).
+    case spotifyError = "spotify_error"
+    /// The encrypted refresh token did not decrypt: 400, no call to accounts.
+    case invalidRefreshToken = "invalid_refresh_token"
+    /// The form lacked `code` / `refresh_token`.
+    case badRequest = "bad_request"
+    /// The accounts service could not be reached.
+    case unavailable
+}

@@ -1,0 +1,26 @@
+import Foundation
+
+/// Spotify sessions and the token swap backend. Session names come from the
+/// configuration; token values never reach a metric.
+extension PinproxyMetrics {
+    /// One token endpoint call for `session`.
+    public func tokenRefresh(session: String, result: TokenRefreshResult) {
+        counter(.tokenRefreshes, session, result.rawValue).increment()
+    }
+
+    /// When the access token now cached for `session` expires.
+    public func tokenExpiry(session: String, at expiry: Date) {
+        gauge(.tokenExpiry, session).set(to: Self.seconds(expiry))
+    }
+
+    /// When the stored refresh token of `session` was issued (the user's
+    /// consent, or the last rotation): refresh tokens expire six months later.
+    public func refreshTokenIssued(session: String, at issued: Date) {
+        gauge(.refreshTokenIssued, session).set(to: Self.seconds(issued))
+    }
+
+    /// One `POST /swap` or `POST /refresh` of the token swap backend.
+    public func swapRequest(endpoint: SwapEndpoint, result: SwapResult) {
+        counter(.swapRequests, endpoint.rawValue, result.rawValue).increment()
+    }
+}

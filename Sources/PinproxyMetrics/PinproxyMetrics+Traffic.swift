@@ -1,0 +1,39 @@
+import Foundation
+
+/// The request path: requests, refusals, connections, bytes.
+extension PinproxyMetrics {
+    /// One answered request (refusals included, DESIGN §10): its status and
+    /// the time from its head to the end of the response.
+    public func requestCompleted(host: HostLabel, code: Int, duration: Duration) {
+        counter(.requests, host.value, Self.statusLabel(code)).increment()
+        histogram(.requestDuration, buckets: Buckets.request, host.value).record(duration)
+    }
+
+    /// One refusal, by its DESIGN §4 code. Count the answer itself with
+    /// `requestCompleted` too.
+    public func denied(reason: DenialReason) {
+        counter(.denied, reason.rawValue).increment()
+    }
+
+    /// A client connection opened (+1) or closed (-1).
+    public func clientConnections(delta: Int) {
+        gauge(.clientConnections).increment(by: Double(delta))
+    }
+
+    /// An upstream connection opened (+1) or closed (-1).
+    public func upstreamConnections(host: HostLabel, delta: Int) {
+        gauge(.upstreamConnections, host.value).increment(by: Double(delta))
+    }
+
+    /// Payload bytes relayed in one direction (call per chunk or per connection).
+    public func bytes(host: HostLabel, direction: TrafficDirection, count: Int) {
+        guard count > 0 else { return }
+        counter(.bytes, host.value, direction.rawValue).increment(by: Int64(count))
+    }
+
+    /// HTTP statuses are three digits; anything else an upstream sends is
+    /// folded into one value so it cannot grow the series count.
+    static func statusLabel(_ code: Int) -> String {
+        (100...599).contains(code) ? String(code) : "other"
+    }
+}

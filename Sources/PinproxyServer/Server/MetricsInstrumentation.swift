@@ -1,0 +1,55 @@
+import Foundation
+import PinproxyMetrics
+import PinproxyPolicy
+
+/// The proxy's reports, as Prometheus metrics (DESIGN §6).
+public struct MetricsInstrumentation: ProxyInstrumentation {
+    let metrics: PinproxyMetrics
+
+    public init(_ metrics: PinproxyMetrics) {
+        self.metrics = metrics
+    }
+
+    public func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double) {
+        metrics.requestCompleted(host: HostLabel(policy), code: status, duration: .seconds(seconds))
+    }
+
+    public func denied(code: String) {
+        guard let reason = DenialReason(rawValue: code) else {
+            assertionFailure("refusal code \(code) is not a DenialReason")
+            return
+        }
+        metrics.denied(reason: reason)
+    }
+
+    public func upstreamHandshake(policy: HostPolicy?, result: String, seconds: Double) {
+        metrics.upstreamHandshake(host: HostLabel(policy), result: HandshakeResult(rawValue: result) ?? .tlsHandshake, duration: .seconds(seconds))
+    }
+
+    public func upstreamTLS(policy: HostPolicy?, version: String, cipher: String, leafNotAfter: Date?) {
+        metrics.upstreamTLS(host: HostLabel(policy), version: version, cipher: cipher)
+        if let leafNotAfter { metrics.upstreamCertExpiry(host: HostLabel(policy), at: leafNotAfter) }
+    }
+
+    public func pinValidation(policy: HostPolicy?, result: String) {
+        guard let value = PinValidationResult(rawValue: result) else { return }
+        metrics.pinValidation(host: HostLabel(policy), result: value)
+    }
+
+    public func clientConnections(delta: Int) {
+        metrics.clientConnections(delta: delta)
+    }
+
+    public func upstreamConnections(policy: HostPolicy?, delta: Int) {
+        metrics.upstreamConnections(host: HostLabel(policy), delta: delta)
+    }
+
+    public func bytes(policy: HostPolicy?, up: Int, down: Int) {
+        if up > 0 { metrics.bytes(host: HostLabel(policy), direction: .up, count: up) }
+        if down > 0 { metrics.bytes(host: HostLabel(policy), direction: .down, count: down) }
+    }
+
+    public func mintedCertificate() {
+        metrics.mintedCertificate()
+    }
+}

@@ -1,0 +1,70 @@
+import Foundation
+import PinproxyTestSupport
+import Testing
+
+/// The proxy's metrics and admin API as an operator scrapes them from the real binary.
+@Suite("Metrics and admin API end to end", .serialized)
+struct MetricsEndToEndTests {
+    @Test func aScriptedScenarioShowsExactlyItsCounts() async throws {
+        let dir = try TemporaryDirectory("pinproxy-metrics")
+        let pki = try TestPKI.make(in: dir, names: ["good.test", "bad.test"])
+        let upstream = try await TestUpstream(chainFile: pki.chainFile, keyFile: pki.leafKey)
+        let good = try TestPKI.opensslSPKIPin(pki.intermediateCertificate)
+        let policies = """
+            hosts:
+              - match: good.test
+                action: intercept
+                upstream: 127.0.0.1:\(upstream.port)
+                tls: { ca_file: \(pki.rootCertificate) }
+                pins:
+                  spki_sha256: [{pin: "\(good)"}, {pin: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}]
+              - match: bad.test
+                action: intercept
+                upstream: 127.0.0.1:\(upstream.port)
+                tls: { ca_file: \(pki.rootCertificate) }
+                pins:
+                  spki_sha256: [{pin: "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB="}, {pin: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}]
+            """
+        let proxy = try ProxyHarness(policies: policies, mainConfig: "network:\n  allow: [127.0.0.0/8]\n", directory: dir)
+        let admin = "http://127.0.0.1:\(try proxy.adminPort)"
+
+        let ready = try Curl.run("\(admin)/readyz", proxyURL: nil, caFile: nil, directory: dir)
+        #expect(ready.status == 200, "\(ready.body)")
+
+        // Three requests on one client connection (one event loop, so one pooled upstream).
+        let next = ["--next", "--proxy", proxy.proxyURL, "--cacert", proxy.caFile]
+        let three = try Curl.run("https://good.test/echo", proxy: proxy, extra: next + ["https://good.test/echo"] + next + ["https://good.test/echo"], directory: dir)
+        #expect(three.status == 200)
+        for _ in 0..<2 {
+            #expect(try Curl.run("https://bad.test/echo", proxy: proxy, directory: dir).pinproxyError == "pin_mismatch")
+        }
+        // One rejected reload: a broken policy file, then POST /reload.
+        try dir.write("etc/policies/broken.yaml", "hosts:\n  - match: broken.test\n    action: sideways\n")
+        let reload = try Curl.run("\(admin)/reload", proxyURL: nil, caFile: nil, extra: ["-X", "POST"], directory: dir)
+        #expect(reload.status == 422)
+        #expect(reload.body.contains("broken.yaml"))
+        try FileManager.default.removeItem(atPath: dir.file("etc/policies/broken.yaml"))
+
+        _ = proxy.waitForAccessLog(count: 5)
+        let scrape = try Curl.run("\(admin)/metrics", proxyURL: nil, caFile: nil, directory: dir)
+        #expect(scrape.status == 200)
+        let metrics = try PrometheusText(parsing: scrape.body)
+        #expect(metrics.value("pinproxy_requests_total", ["host": "good.test", "code": "200"]) == 3)
+        #expect(metrics.value("pinproxy_requests_total", ["host": "bad.test", "code": "502"]) == 2)
+        #expect(metrics.value("pinproxy_denied_total", ["reason": "pin_mismatch"]) == 2)
+        #expect(metrics.value("pinproxy_pin_validations_total", ["host": "bad.test", "result": "mismatch_enforced"]) == 2)
+        #expect(metrics.value("pinproxy_upstream_handshakes_total", ["host": "bad.test", "result": "pin_mismatch"]) == 2)
+        // Three requests, one pooled upstream connection: one handshake, one validation.
+        #expect(metrics.value("pinproxy_pin_validations_total", ["host": "good.test", "result": "match"]) == 1)
+        #expect(metrics.value("pinproxy_upstream_handshakes_total", ["host": "good.test", "result": "ok"]) == 1)
+        #expect(metrics.value("pinproxy_policy_reloads_total", ["result": "failure"]) == 1)
+        #expect(metrics.value("pinproxy_minted_certificates_total", [:]) == 2)
+        #expect((metrics.value("pinproxy_bytes_total", ["host": "good.test", "direction": "down"]) ?? 0) > 0)
+        #expect(metrics.value("pinproxy_upstream_tls_info", ["host": "good.test", "version": "TLSv1.3", "cipher": "TLS_AES_256_GCM_SHA384"]) == 1)
+
+        if FileManager.default.isExecutableFile(atPath: "/usr/bin/promtool") {
+            let (status, output) = try ChildProcess.run("/usr/bin/promtool", ["check", "metrics"], input: scrape.body)
+            #expect(status == 0, "\(output)")
+        }
+    }
+}

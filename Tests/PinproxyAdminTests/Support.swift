@@ -1,0 +1,105 @@
+import Foundation
+import Logging
+import NIOPosix
+import PinproxyAdmin
+import PinproxyMetrics
+import PinproxyPolicy
+import PinproxyTestSupport
+import ServiceLifecycle
+import Testing
+
+/// A config tree in a temp dir, loaded with a fixed clock.
+final class AdminFixture {
+    /// "Today": 2026-11-22T12:00:00Z.
+    static let now = DateText.parse("2026-11-22T12:00:00Z", bound: .start)!
+
+    let directory: TemporaryDirectory
+
+    init(policies: String) throws {
+        directory = try TemporaryDirectory("pinproxy-admin")
+        try directory.write("pinproxy.yaml", "policies: policies\n")
+        try directory.write("policies/p.yaml", policies)
+    }
+
+    var policyFile: String { directory.file("policies/p.yaml") }
+
+    func write(policies: String) throws {
+        try directory.write("policies/p.yaml", policies)
+    }
+
+    func store() throws -> PolicyStore {
+        let loader = PolicyLoader(
+            configFile: directory.file("pinproxy.yaml"), environment: [:],
+            workingDirectory: directory.path, clock: { AdminFixture.now })
+        return try PolicyStore.load(loader, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })).get()
+    }
+
+    static func pin(_ seed: UInt8) -> String {
+        Data(repeating: seed, count: 32).base64EncodedString()
+    }
+}
+
+/// Runs an admin server on 127.0.0.1:0 in a service group for the duration of `body`.
+func withAdminServer<T>(
+    store: PolicyStore, metrics: PinproxyMetrics = PinproxyMetrics(), providers: AdminServer.Providers,
+    _ body: (AdminClient) async throws -> T
+) async throws -> T {
+    let server = AdminServer(
+        listen: HostPort(host: "127.0.0.1", port: 0), store: store, metrics: metrics, providers: providers,
+        logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+    let group = ServiceGroup(services: [server], logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+    let running = Task { try await group.run() }
+    do {
+        let address = try await server.boundAddress
+        let result = try await body(AdminClient(base: "http://\(address)"))
+        await group.triggerGracefulShutdown()
+        try await running.value
+        return result
+    } catch {
+        await group.triggerGracefulShutdown()
+        _ = try? await running.value
+        throw error
+    }
+}
+
+/// One HTTP exchange through curl: the real client operators use.
+struct AdminResponse: Sendable {
+    var status: Int
+    /// Lower-cased names.
+    var headers: [String: String]
+    var body: String
+
+    func json() throws -> [String: Any] {
+        let object = try JSONSerialization.jsonObject(with: Data(body.utf8))
+        return try #require(object as? [String: Any], "not a JSON object: \(body)")
+    }
+}
+
+/// Runs curl on NIO's thread pool: a blocking wait on the cooperative pool
+/// (two threads on a two-core machine) would starve the server under test.
+struct AdminClient: Sendable {
+    var base: String
+
+    func request(_ method: String, _ path: String) async throws -> AdminResponse {
+        let base = self.base
+        return try await NIOThreadPool.singleton.runIfActive { try Self.exchange(base, method, path) }
+    }
+
+    private static func exchange(_ base: String, _ method: String, _ path: String) throws -> AdminResponse {
+        let (status, output) = try ChildProcess.run("curl", ["-sS", "-i", "--max-time", "10", "-X", method, base + path])
+        guard status == 0 else { throw TestSupportError("curl \(method) \(path) exited \(status): \(output)") }
+        guard let split = output.range(of: "\r\n\r\n") else { throw TestSupportError("no header end: \(output)") }
+        let head = output[..<split.lowerBound].components(separatedBy: "\r\n")
+        let statusLine = head[0].split(separator: " ")
+        guard statusLine.count >= 2, let code = Int(statusLine[1]) else { throw TestSupportError("bad status line: \(head[0])") }
+        var headers: [String: String] = [:]
+        for line in head.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        return AdminResponse(status: code, headers: headers, body: String(output[split.upperBound...]))
+    }
+
+    func get(_ path: String) async throws -> AdminResponse { try await request("GET", path) }
+    func post(_ path: String) async throws -> AdminResponse { try await request("POST", path) }
+}
