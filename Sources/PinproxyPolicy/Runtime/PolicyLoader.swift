@@ -65,7 +65,15 @@ public struct PolicyLoader: Sendable {
             return PolicyLoadResult(snapshot: nil, diagnostics: bag.all, files: files)
         }
         MainConfigValidator(config: config).validate(into: bag)
-        let policyFiles = PolicyFileLoader.files(at: config.policiesPath, location: config.sourceMap["policies"], into: bag) ?? []
+        let policyFiles: [String]
+        if config.file == nil && !FileManager.default.fileExists(atPath: config.policiesPath) {
+            // No config file and no etc/policies: the embedded defaults run with no
+            // policies at all, so default_action (deny) answers every host.
+            bag.warning(config.sourceMap["policies"], "no policies: \(config.policiesPath) does not exist, so every host gets default_action \(config.defaultAction.rawValue)")
+            policyFiles = []
+        } else {
+            policyFiles = PolicyFileLoader.files(at: config.policiesPath, location: config.sourceMap["policies"], into: bag) ?? []
+        }
         files += policyFiles
         let fileLoader = PolicyFileLoader(environment: environment)
         let specs = policyFiles.flatMap { fileLoader.load(file: $0, into: bag) }
