@@ -69,11 +69,14 @@ struct RunCommand: AsyncParsableCommand {
             onListening: { _ in readiness.setListening(true) })
         let admin = AdminServer(
             listen: settings.admin.listen, store: store, metrics: metrics,
-            providers: .init(readiness: { readiness.status }))
+            providers: .init(readiness: { readiness.status }, probe: { pattern in
+                proxy.probes.result(for: pattern).map { ProbeStatus(success: $0.success, at: $0.at, leafNotAfter: $0.leafNotAfter) }
+            }))
         let group = ServiceGroup(configuration: .init(
             services: [
                 .init(service: proxy),
                 .init(service: admin),
+                .init(service: proxy.probes),
                 .init(service: PolicyFileWatcher(store: store)),
                 .init(service: PolicyReloadSignalService(store: store)),
             ],

@@ -68,3 +68,47 @@ struct MetricsEndToEndTests {
         }
     }
 }
+
+extension MetricsEndToEndTests {
+    @Test func aProbeSeesAKeyRotationWithNoClientTraffic() async throws {
+        let dir = try TemporaryDirectory("pinproxy-probe")
+        let pki = try TestPKI.make(in: dir, names: ["probe.test"])
+        let upstream = try await TestUpstream(chainFile: pki.chainFile, keyFile: pki.leafKey)
+        let leafPin = try TestPKI.opensslSPKIPin(pki.leafCertificate)
+        let proxy = try ProxyHarness(policies: """
+            hosts:
+              - match: probe.test
+                action: intercept
+                upstream: 127.0.0.1:\(upstream.port)
+                tls: { ca_file: \(pki.rootCertificate) }
+                probe_interval: 1s
+                pins:
+                  spki_sha256: [{pin: "\(leafPin)"}, {pin: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}]
+            """, mainConfig: "network:\n  allow: [127.0.0.0/8]\n", directory: dir)
+        let admin = "http://127.0.0.1:\(try proxy.adminPort)"
+        func probeSuccess() throws -> Double? {
+            let scrape = try Curl.run("\(admin)/metrics", proxyURL: nil, caFile: nil, directory: dir)
+            return try PrometheusText(parsing: scrape.body).value("pinproxy_probe_success", ["host": "probe.test"])
+        }
+        func waitFor(_ value: Double) throws -> Bool {
+            let deadline = Date().addingTimeInterval(15)
+            while Date() < deadline {
+                if try probeSuccess() == value { return true }
+                usleep(200_000)
+            }
+            return false
+        }
+        #expect(try waitFor(1), "the first probe succeeds")
+        let rotated = try pki.makeLeaf(named: "rotated", names: ["probe.test"])
+        try upstream.swapCertificate(chainFile: rotated.chain, keyFile: rotated.key)
+        #expect(try waitFor(0), "a probe within an interval sees the new key")
+        #expect(proxy.log.contains("pin probe failed"))
+        #expect(proxy.log.contains("sha256/\(try TestPKI.opensslSPKIPin(rotated.certificate))"), "the failure names the observed pins")
+        #expect(proxy.accessLog.isEmpty, "no client traffic was involved")
+        let policies = try Curl.run("\(admin)/policies", proxyURL: nil, caFile: nil, directory: dir)
+        let document = try #require(try JSONSerialization.jsonObject(with: Data(policies.body.utf8)) as? [String: Any])
+        let host = try #require((document["hosts"] as? [[String: Any]])?.first)
+        let probe = try #require(host["probe"] as? [String: Any])
+        #expect(probe["success"] as? Bool == false)
+    }
+}

@@ -23,6 +23,7 @@ struct ProtocolTests {
                     action: intercept
                     upstream: 127.0.0.1:\(upstream.port)
                     tls: { ca_file: \(ca) }
+                    probe_interval: 0
                 """)
             proxy = try ProxyHarness(policies: """
                 hosts:

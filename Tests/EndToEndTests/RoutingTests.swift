@@ -70,6 +70,7 @@ struct RoutingTests {
                 action: intercept
                 upstream: 127.0.0.1:\(upstream.port)
                 tls: { ca_file: \(ca) }
+                probe_interval: 0
               - match: api.test
                 action: intercept
                 upstream: 127.0.0.1:\(upstream.port)

@@ -62,6 +62,21 @@ public struct TestPKI: Sendable {
             leafCertificate: path("leaf.pem"), leafKey: path("leaf-key.pem"), chainFile: path("chain.pem"))
     }
 
+    /// Another leaf (a new key) under the same intermediate: (certificate, key, chain) paths.
+    public func makeLeaf(named name: String, names: [String]) throws -> (certificate: String, key: String, chain: String) {
+        func path(_ file: String) -> String { "\(directory)/\(name)-\(file)" }
+        try ChildProcess.check("openssl", ["req", "-nodes", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                                           "-keyout", path("key.pem"), "-out", path("leaf.csr"), "-subj", "/CN=\(names.first ?? "localhost")"])
+        let san = names.map { TestPKI.isIP($0) ? "IP:\($0)" : "DNS:\($0)" }.joined(separator: ",")
+        try "basicConstraints=critical,CA:FALSE\nextendedKeyUsage=serverAuth\nsubjectAltName=\(san)\n"
+            .write(toFile: path("leaf.ext"), atomically: true, encoding: .utf8)
+        try ChildProcess.check("openssl", ["x509", "-req", "-in", path("leaf.csr"), "-CA", intermediateCertificate, "-CAkey", intermediateKey,
+                                           "-CAcreateserial", "-out", path("leaf.pem"), "-days", "10", "-sha256", "-extfile", path("leaf.ext")])
+        let chain = try String(contentsOfFile: path("leaf.pem"), encoding: .utf8) + String(contentsOfFile: intermediateCertificate, encoding: .utf8)
+        try chain.write(toFile: path("chain.pem"), atomically: true, encoding: .utf8)
+        return (path("leaf.pem"), path("key.pem"), path("chain.pem"))
+    }
+
     /// The SPKI pin of a PEM certificate as the openssl CLI computes it (RFC 7469's recipe).
     public static func opensslSPKIPin(_ certificatePath: String) throws -> String {
         let script = "openssl x509 -in '\(certificatePath)' -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64"

@@ -33,11 +33,11 @@ public final class TestUpstream: @unchecked Sendable {
     public var port: Int { channel.localAddress!.port! }
     public let requests = NIOLockedValueBox<[String]>([])
     public let connections = NIOLockedValueBox(0)
+    private let context: NIOLockedValueBox<TLSContext?>
 
     public init(chainFile: String?, keyFile: String?) async throws {
-        let context: TLSContext? = try chainFile.map { chain in
-            try TLSContext(configuration: .server(certificateChain: try Certificate.loadPEM(file: chain), privateKey: try PrivateKey(pemFile: keyFile!)))
-        }
+        let context = NIOLockedValueBox<TLSContext?>(try chainFile.map { try Self.serverContext(chainFile: $0, keyFile: keyFile!) })
+        self.context = context
         let requests = self.requests
         let connections = self.connections
         channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -45,12 +45,24 @@ public final class TestUpstream: @unchecked Sendable {
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     connections.withLockedValue { $0 += 1 }
-                    if let context { try channel.pipeline.syncOperations.addHandler(TLSHandler(serverContext: context)) }
+                    if let context = context.withLockedValue({ $0 }) {
+                        try channel.pipeline.syncOperations.addHandler(TLSHandler(serverContext: context))
+                    }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                     try channel.pipeline.syncOperations.addHandler(Responder(requests: requests))
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
+    }
+
+    /// New connections get this certificate (a key rotation, as the upstream's operators would do it).
+    public func swapCertificate(chainFile: String, keyFile: String) throws {
+        let replacement = try Self.serverContext(chainFile: chainFile, keyFile: keyFile)
+        context.withLockedValue { $0 = replacement }
+    }
+
+    private static func serverContext(chainFile: String, keyFile: String) throws -> TLSContext {
+        try TLSContext(configuration: .server(certificateChain: try Certificate.loadPEM(file: chainFile), privateKey: try PrivateKey(pemFile: keyFile)))
     }
 
     public func stop() { channel.close(promise: nil) }

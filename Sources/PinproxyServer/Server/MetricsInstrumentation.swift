@@ -52,4 +52,8 @@ public struct MetricsInstrumentation: ProxyInstrumentation {
     public func mintedCertificate() {
         metrics.mintedCertificate()
     }
+
+    public func probe(policy: HostPolicy, success: Bool) {
+        metrics.probe(host: HostLabel(policy), success: success)
+    }
 }

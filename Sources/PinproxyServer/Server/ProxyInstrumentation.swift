@@ -15,6 +15,7 @@ public protocol ProxyInstrumentation: Sendable {
     func upstreamConnections(policy: HostPolicy?, delta: Int)
     func bytes(policy: HostPolicy?, up: Int, down: Int)
     func mintedCertificate()
+    func probe(policy: HostPolicy, success: Bool)
 }
 
 /// Reports nothing (tests, and commands that do not serve).
@@ -29,4 +30,5 @@ public struct NoInstrumentation: ProxyInstrumentation {
     public func upstreamConnections(policy: HostPolicy?, delta: Int) {}
     public func bytes(policy: HostPolicy?, up: Int, down: Int) {}
     public func mintedCertificate() {}
+    public func probe(policy: HostPolicy, success: Bool) {}
 }

@@ -15,6 +15,8 @@ public final class ProxyServer: Service, Sendable {
     let services: ProxyServices
     let group: any EventLoopGroup
     let registry = ConnectionRegistry()
+    /// The active pin probes; run it as a service of its own beside this one.
+    public let probes: PinProbes
     /// Told the bound address once listening (tests bind port 0).
     let onListening: @Sendable (SocketAddress) -> Void
 
@@ -27,6 +29,7 @@ public final class ProxyServer: Service, Sendable {
         self.services = try ProxyServices(store: store, ca: ca, instrumentation: instrumentation, logger: logger, accessLog: accessLog)
         self.group = group
         self.onListening = onListening
+        self.probes = PinProbes(services: services)
         let pool = services.pool
         // Connections opened under a policy that a reload changed are retired.
         store.addObserver { event in

@@ -19,6 +19,8 @@ struct DialPlan: Sendable {
     var retries: Int
     var connectTimeout: TimeAmount
     var handshakeTimeout: TimeAmount
+    /// False for probes: they update expiry and TLS info, not the traffic counters.
+    var countsTraffic = true
 
     /// The pool key for this plan.
     var poolKey: UpstreamPool.Key {
@@ -80,6 +82,12 @@ final class UpstreamConnector: Sendable {
                 }
         }.always { result in
             guard plan.tls else { return }
+            guard plan.countsTraffic else {
+                if case .success(let connection) = result, let info = connection.handshake {
+                    self.instrumentation.upstreamTLS(policy: plan.policy, version: info.versionName, cipher: info.cipher, leafNotAfter: info.leafNotAfter)
+                }
+                return
+            }
             let seconds = Double((NIODeadline.now() - started).nanoseconds) / 1e9
             switch result {
             case .success(let connection):
@@ -105,7 +113,9 @@ final class UpstreamConnector: Sendable {
             }
             let evaluation = PinEvaluator.evaluate(chain: chain, pins: policy.spec.pins, now: clock())
             box.withLockedValue { $0 = evaluation }
-            instrumentation.pinValidation(policy: policy, result: evaluation.verdict.metricLabel)
+            if plan.countsTraffic {
+                instrumentation.pinValidation(policy: policy, result: evaluation.verdict.metricLabel)
+            }
             let observed = evaluation.observedPins.joined(separator: ", ")
             switch evaluation.verdict {
             case .mismatchEnforced, .noActivePins(.enforced):

@@ -1,0 +1,101 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import PinproxyPolicy
+import ServiceLifecycle
+
+/// What the last active probe of a host policy found.
+public struct ProbeResult: Sendable {
+    public var success: Bool
+    public var at: Date
+    public var leafNotAfter: Date?
+    /// Why it failed (the refusal, with the observed pins for a pin failure).
+    public var detail: String?
+}
+
+/// Active pin probes (DESIGN §3 `probe_interval`): per intercepted host, a
+/// TLS handshake with the host's policy — no request — evaluated like real
+/// traffic, so a rotated certificate or pin shows before users hit it. The
+/// first probe runs right after start, then one every interval; `0` disables.
+/// Probes feed `probe_success`, the leaf's expiry and the TLS info, but not
+/// the traffic counters (handshakes, pin validations), which stay about users.
+public final class PinProbes: Service, Sendable {
+    private let services: ProxyServices
+    private let results = NIOLockedValueBox<[String: ProbeResult]>([:])
+    private let schedule = NIOLockedValueBox<[String: (digest: String, due: Date, running: Bool)]>([:])
+    private let tick: Duration
+
+    init(services: ProxyServices, tick: Duration = .milliseconds(250)) {
+        self.services = services
+        self.tick = tick
+    }
+
+    /// The last result for a policy pattern, if it has been probed.
+    public func result(for pattern: String) -> ProbeResult? {
+        results.withLockedValue { $0[pattern] }
+    }
+
+    public func run() async throws {
+        await withGracefulShutdownHandler {
+            while !Task.isCancelled && !Task.isShuttingDownGracefully {
+                startDueProbes(now: Date())
+                try? await Task.sleep(for: tick)
+            }
+        } onGracefulShutdown: {}
+    }
+
+    func startDueProbes(now: Date) {
+        let snapshot = services.store.snapshot
+        var due: [HostPolicy] = []
+        schedule.withLockedValue { schedule in
+            var seen = Set<String>()
+            for policy in snapshot.policies where policy.spec.action == .intercept {
+                let pattern = policy.metricLabel
+                let interval = TimeInterval(policy.spec.probeInterval.components.seconds)
+                guard interval > 0, !pattern.contains("*") else { continue }  // disabled, or no name to dial
+                seen.insert(pattern)
+                var entry = schedule[pattern] ?? (policy.digest, now, false)
+                if entry.digest != policy.digest { entry = (policy.digest, now, entry.running) }  // a changed policy: probe now
+                if !entry.running && entry.due <= now {
+                    entry.running = true
+                    entry.due = now.addingTimeInterval(interval)
+                    due.append(policy)
+                }
+                schedule[pattern] = entry
+            }
+            for gone in Set(schedule.keys).subtracting(seen) { schedule[gone] = nil }
+        }
+        for policy in due { probe(policy) }
+    }
+
+    private func probe(_ policy: HostPolicy) {
+        let pattern = policy.metricLabel
+        let spec = policy.spec
+        let plan = DialPlan(
+            host: pattern, port: 443, targets: spec.upstream.isEmpty ? [HostPort(host: pattern, port: 443)] : spec.upstream,
+            tls: true, policy: policy, retries: spec.retries,
+            connectTimeout: TimeAmount(spec.connectTimeout), handshakeTimeout: TimeAmount(spec.handshakeTimeout),
+            countsTraffic: false)
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let services = self.services
+        services.connector.connect(plan, on: loop).whenComplete { result in
+            let outcome: ProbeResult
+            switch result {
+            case .success(let connection):
+                outcome = ProbeResult(success: true, at: Date(), leafNotAfter: connection.handshake?.leafNotAfter, detail: nil)
+                connection.close()
+            case .failure(let error):
+                let refusal = UpstreamConnector.refusal(for: error, host: pattern)
+                outcome = ProbeResult(success: false, at: Date(), leafNotAfter: nil, detail: refusal.description)
+                services.logger.error("pin probe failed", metadata: [
+                    "host": "\(pattern)", "file": "\(spec.file)", "error": "\(refusal.code.rawValue)", "detail": "\(refusal.detail)",
+                ])
+            }
+            self.results.withLockedValue { $0[pattern] = outcome }
+            self.schedule.withLockedValue { $0[pattern]?.running = false }
+            services.instrumentation.probe(policy: policy, success: outcome.success)
+        }
+    }
+}
