@@ -41,6 +41,18 @@ final class Exchange {
     var pinVerdict: String?
     var upstreamAddress: String?
     var error: ProxyError?
+    /// The token attached to this request (its generation), for a 401's invalidation.
+    var tokenGeneration: Int?
+    /// The request body, kept while it is small enough to send again after a 401
+    /// (DESIGN §10: 64 KiB); nil once it is not.
+    var replayBody: [ByteBuffer]? = []
+    var replayBodyBytes = 0
+    /// The one replay after a 401 has been used.
+    var replayedAfter401 = false
+    /// A 401 is being swallowed before the replay.
+    var discardingResponse = false
+    static let replayLimit = 64 * 1024
+
     /// A CONNECT that passed its checks; carried out when its head is complete.
     var connect: ConnectDecision?
 

@@ -333,27 +333,86 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
             exchange.pinVerdict = connection.pinEvaluation?.verdict.metricLabel
             exchange.phase = .forwarding(connection)
             connection.receiver = self
-            connection.write(.head(exchange.upstreamHead!))
-            for part in exchange.pending {
-                switch part {
-                case .body(let body): connection.write(.body(.byteBuffer(body)))
-                case .end(let trailers): connection.write(.end(trailers))
-                case .head: preconditionFailure("a head among pending body parts")
-                }
-            }
-            exchange.pending.removeAll()
-            connection.flush()
-            if exchange.requestEnded {
-                startResponseTimer(exchange, context: context)
-            } else {
-                context.read()
-            }
-            connection.read()
+            authorize(exchange, connection: connection, context: context)
         }
+    }
+
+    /// `auth.spotify`: the client's Authorization goes (replace_client_auth), and
+    /// a bearer token is attached only over a connection whose pins permit it
+    /// (DESIGN §7) — never over plain HTTP.
+    private func authorize(_ exchange: Exchange, connection: UpstreamConnection, context: ChannelHandlerContext) {
+        guard let auth = exchange.policy?.spec.auth, var head = exchange.upstreamHead else {
+            sendRequest(exchange, connection: connection, context: context)
+            return
+        }
+        let verdict = connection.pinEvaluation?.verdict
+        let permitted = exchange.plan?.tls == true && (verdict?.permitsTokenAttachment(attachUnpinned: auth.attachUnpinned) ?? false)
+        if auth.replaceClientAuth || permitted {
+            head.headers.remove(name: "Authorization")  // never a mix of the client's and ours
+        }
+        guard permitted else {
+            services.logger.warning("bearer token not attached: the upstream's pins did not permit it", metadata: [
+                "host": "\(exchange.host)", "policy": "\(exchange.policyLabel)", "verdict": "\(verdict?.metricLabel ?? "no TLS")",
+            ])
+            exchange.upstreamHead = head
+            sendRequest(exchange, connection: connection, context: context)
+            return
+        }
+        guard let tokens = services.tokens.provider else {
+            refuse(exchange, ProxyError(.tokenUnavailable, host: exchange.host, detail: "no token sessions are configured for \(auth.spotifySession)"), context: context)
+            return
+        }
+        let session = auth.spotifySession
+        context.eventLoop.makeFutureWithTask {
+            try await tokens.token(session: session)
+        }.assumeIsolated().whenComplete { result in
+            guard case .exchange(let current) = self.state, current === exchange, case .forwarding(let held) = exchange.phase, held === connection else {
+                return  // the client went away meanwhile
+            }
+            switch result {
+            case .success(let token):
+                head.headers.replaceOrAdd(name: "Authorization", value: "Bearer \(token.reveal())")
+                exchange.upstreamHead = head
+                exchange.tokenGeneration = token.generation
+                self.sendRequest(exchange, connection: connection, context: context)
+            case .failure(let error):
+                // The error says why (accounts down, misconfigured, needs re-authorisation), never a secret.
+                self.refuse(exchange, ProxyError(.tokenUnavailable, host: exchange.host,
+                                                 detail: "no token for session \(session): \(error)"), context: context)
+            }
+        }
+    }
+
+    private func sendRequest(_ exchange: Exchange, connection: UpstreamConnection, context: ChannelHandlerContext) {
+        connection.write(.head(exchange.upstreamHead!))
+        for part in exchange.pending {
+            switch part {
+            case .body(let body): connection.write(.body(.byteBuffer(body)))
+            case .end(let trailers): connection.write(.end(trailers))
+            case .head: preconditionFailure("a head among pending body parts")
+            }
+        }
+        exchange.pending.removeAll()
+        connection.flush()
+        if exchange.requestEnded {
+            startResponseTimer(exchange, context: context)
+        } else {
+            context.read()
+        }
+        connection.read()
     }
 
     private func requestBody(_ body: ByteBuffer, exchange: Exchange) {
         exchange.bytesUp += body.readableBytes
+        if exchange.policy?.spec.auth != nil, exchange.replayBody != nil {
+            // Kept so that a 401 can be answered by a replay with a fresh token.
+            exchange.replayBodyBytes += body.readableBytes
+            if exchange.replayBodyBytes <= Exchange.replayLimit {
+                exchange.replayBody!.append(body)
+            } else {
+                exchange.replayBody = nil
+            }
+        }
         switch exchange.phase {
         case .connecting: exchange.pending.append(.body(body))
         case .forwarding(let upstream): upstream.write(.body(.byteBuffer(body)))
@@ -403,7 +462,24 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
 
     func upstreamReceived(_ part: HTTPClientResponsePart) {
         guard let context, case .exchange(let exchange) = state, case .forwarding(let upstream) = exchange.phase else { return }
+        if exchange.discardingResponse {
+            discardRejectedResponse(part, exchange: exchange, upstream: upstream, context: context)
+            return
+        }
         switch part {
+        case .head(let head) where head.status == .unauthorized && shouldReplayAfter401(exchange):
+            // The token was refused: that generation goes, the 401 is swallowed,
+            // and the request is sent once more with a fresh token.
+            exchange.responseTimer?.cancel()
+            exchange.replayedAfter401 = true
+            exchange.discardingResponse = true
+            if !MessageRules.upstreamKeepsAlive(head) { upstream.reusable = false }
+            if let session = exchange.policy?.spec.auth?.spotifySession, let generation = exchange.tokenGeneration {
+                services.tokens.provider?.invalidate(session: session, generation: generation)
+            }
+            services.logger.info("upstream refused the token; refreshing and replaying once", metadata: [
+                "host": "\(exchange.host)", "policy": "\(exchange.policyLabel)",
+            ])
         case .head(let head):
             if head.status.code >= 100 && head.status.code < 200 && head.status != .switchingProtocols {
                 // 100 Continue and friends go to the client as they are.
@@ -433,6 +509,22 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
             }
             if exchange.requestEnded { finish(exchange, context: context) } else { context.read() }
         }
+    }
+
+    private func shouldReplayAfter401(_ exchange: Exchange) -> Bool {
+        exchange.tokenGeneration != nil && !exchange.replayedAfter401 && exchange.requestEnded && exchange.replayBody != nil
+    }
+
+    /// Drops the rejected 401's body; at its end, sends the request again.
+    private func discardRejectedResponse(_ part: HTTPClientResponsePart, exchange: Exchange, upstream: UpstreamConnection, context: ChannelHandlerContext) {
+        guard case .end = part else { return }
+        upstream.receiver = nil
+        services.pool.release(upstream)
+        exchange.discardingResponse = false
+        exchange.tokenGeneration = nil
+        exchange.phase = .connecting
+        exchange.pending = (exchange.replayBody ?? []).map { .body($0) } + [.end(nil)]
+        acquireUpstream(exchange, context: context)
     }
 
     func upstreamReadComplete() {

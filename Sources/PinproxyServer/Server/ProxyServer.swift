@@ -39,6 +39,28 @@ public final class ProxyServer: Service, Sendable {
         }
     }
 
+    /// Where `auth.spotify` tokens come from.
+    public func setTokenProvider(_ provider: any BearerTokenProvider) {
+        services.tokens.set(provider)
+    }
+
+    /// A request pinproxy sends itself (the token endpoint), through the
+    /// target host's policy, pins and pool. Returns (status, headers, body).
+    public func send(method: String, url: String, headers: [(String, String)], body: [UInt8], timeout: Duration) async throws
+        -> (status: Int, headers: [(String, String)], body: [UInt8]) {
+        guard let target = AbsoluteTarget(url) else {
+            throw ProxyError(.badRequest, host: nil, detail: "not an absolute http(s) URL: \(url)")
+        }
+        var head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: method), uri: target.originForm)
+        let hostHeader = target.authority.port.map { "\(target.authority.host):\($0)" } ?? target.authority.host
+        head.headers.add(name: "Host", value: hostHeader)
+        for (name, value) in headers { head.headers.add(name: name, value: value) }
+        head.headers.replaceOrAdd(name: "Content-Length", value: String(body.count))
+        head.headers.add(name: "User-Agent", value: "pinproxy")
+        let response = try await UpstreamRequester(services: services).send(head, body: body, to: target, timeout: TimeAmount(timeout)).get()
+        return (response.status, response.headers, response.body)
+    }
+
     public func run() async throws {
         let config = services.store.snapshot.config
         let listen = config.listen

@@ -16,6 +16,8 @@ final class ProxyServices: Sendable {
     let instrumentation: any ProxyInstrumentation
     let logger: Logger
     let accessLog: Logger
+    /// Bearer tokens for `auth.spotify` (nil until the sessions are set up).
+    let tokens = TokenProviderSlot()
 
     init(store: PolicyStore, ca: CertificateAuthority, instrumentation: any ProxyInstrumentation, logger: Logger, accessLog: Logger) throws {
         self.store = store

@@ -1,0 +1,145 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import PinproxyPolicy
+
+/// A whole response, collected (small replies only: token endpoints).
+struct CollectedResponse: Sendable {
+    var status: Int
+    var headers: [(String, String)]
+    var body: [UInt8]
+}
+
+/// One request sent by pinproxy itself (not on behalf of a client) through
+/// the same path as client traffic: the host's policy, pins, SSRF guard and
+/// pool. The Spotify token request goes this way, so the accounts host's
+/// pins protect the client secret.
+final class UpstreamRequester: Sendable {
+    let services: ProxyServices
+    /// Bodies larger than this are refused (a token reply is a few hundred bytes).
+    let maxBody = 1 << 20
+
+    init(services: ProxyServices) {
+        self.services = services
+    }
+
+    func send(_ head: HTTPRequestHead, body: [UInt8], to url: AbsoluteTarget, timeout: TimeAmount) -> EventLoopFuture<CollectedResponse> {
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let host = Authority.normalize(url.authority.host)
+        let port = url.authority.port ?? url.defaultPort
+        let snapshot = services.store.snapshot
+        guard let policy = snapshot.policy(forHost: host), policy.spec.action != .deny else {
+            return loop.makeFailedFuture(ProxyError(.hostDenied, host: host,
+                detail: "no policy allows \(host): pinproxy sends its own requests only under a host policy (add one for \(host))"))
+        }
+        let tls = url.scheme == "https" || policy.spec.upgradeToTLS
+        let spec = policy.spec
+        let plan = DialPlan(
+            host: host, port: port, targets: spec.upstream.isEmpty ? [HostPort(host: host, port: port)] : spec.upstream,
+            tls: tls, policy: policy, retries: spec.retries,
+            connectTimeout: TimeAmount(spec.connectTimeout), handshakeTimeout: TimeAmount(spec.handshakeTimeout))
+        let services = self.services
+        return services.pool.acquire(plan.poolKey, limit: spec.maxUpstreamConnections, queueTimeout: TimeAmount(spec.queueTimeout), on: loop)
+            .flatMap { lease -> EventLoopFuture<UpstreamConnection> in
+                switch lease {
+                case .connection(let connection):
+                    return loop.makeSucceededFuture(connection)
+                case .permit:
+                    return services.connector.connect(plan, on: loop).map { connection in
+                        services.pool.opened(connection)
+                        connection.onClose = { services.pool.closed(connection) }
+                        return connection
+                    }.flatMapError { error in
+                        services.pool.permitReturned(plan.poolKey)
+                        return loop.makeFailedFuture(error)
+                    }
+                }
+            }
+            .flatMap { connection in
+                // A token must only travel over a connection whose pins matched (or
+                // whose mismatch is inside a declared transition window).
+                if let verdict = connection.pinEvaluation?.verdict, !verdict.permitsTokenAttachment(attachUnpinned: false) {
+                    services.pool.release(connection)
+                    return loop.makeFailedFuture(ProxyError(.pinMismatch, host: host,
+                        detail: "the pins of \(host) did not match (\(verdict.metricLabel)): pinproxy sends it no secret"))
+                }
+                let collector = ResponseCollector(connection: connection, pool: services.pool, maxBody: self.maxBody, host: host, loop: loop)
+                return collector.exchange(head, body: body, timeout: timeout)
+            }
+    }
+}
+
+/// Receives one response on a borrowed connection and gives the connection back.
+private final class ResponseCollector: UpstreamResponseReceiver, @unchecked Sendable {
+    private let connection: UpstreamConnection
+    private let pool: UpstreamPool
+    private let maxBody: Int
+    private let host: String
+    private let promise: EventLoopPromise<CollectedResponse>
+    private var status = 0
+    private var headers: [(String, String)] = []
+    private var body: [UInt8] = []
+    private var done = false
+
+    init(connection: UpstreamConnection, pool: UpstreamPool, maxBody: Int, host: String, loop: any EventLoop) {
+        self.connection = connection
+        self.pool = pool
+        self.maxBody = maxBody
+        self.host = host
+        self.promise = connection.channel.eventLoop.makePromise()
+    }
+
+    func exchange(_ head: HTTPRequestHead, body: [UInt8], timeout: TimeAmount) -> EventLoopFuture<CollectedResponse> {
+        let loop = connection.channel.eventLoop
+        loop.execute {
+            self.connection.receiver = self
+            self.connection.write(.head(head))
+            if !body.isEmpty { self.connection.write(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
+            self.connection.write(.end(nil))
+            self.connection.flush()
+            self.connection.read()
+        }
+        let timer = loop.scheduleTask(in: timeout) {
+            self.finish(.failure(ProxyError(.upstreamTimeout, host: self.host, detail: "no answer from \(self.host) within \(timeout.seconds) s")), reusable: false)
+        }
+        return promise.futureResult.always { _ in timer.cancel() }
+    }
+
+    private func finish(_ result: Result<CollectedResponse, any Error>, reusable: Bool) {
+        guard !done else { return }
+        done = true
+        connection.receiver = nil
+        if !reusable { connection.reusable = false }
+        pool.release(connection)
+        promise.completeWith(result)
+    }
+
+    func upstreamReceived(_ part: HTTPClientResponsePart) {
+        switch part {
+        case .head(let head):
+            guard head.status.code >= 200 else { return }  // informational
+            status = Int(head.status.code)
+            headers = head.headers.map { ($0.name, $0.value) }
+            if !head.isKeepAlive { connection.reusable = false }
+        case .body(let buffer):
+            body += buffer.readableBytesView
+            if body.count > maxBody {
+                finish(.failure(ProxyError(.connectFailed, host: host, detail: "the answer from \(host) is larger than \(maxBody) bytes")), reusable: false)
+            }
+        case .end:
+            finish(.success(CollectedResponse(status: status, headers: headers, body: body)), reusable: true)
+        }
+    }
+
+    func upstreamReadComplete() {
+        if !done { connection.read() }
+    }
+
+    func upstreamWritabilityChanged() {}
+
+    func upstreamClosed(_ error: (any Error)?) {
+        let detail = error.map { "\(host) failed before answering: \(UpstreamConnector.describe($0))" } ?? "\(host) closed the connection before answering"
+        finish(.failure(ProxyError(.connectFailed, host: host, detail: detail)), reusable: false)
+    }
+}
