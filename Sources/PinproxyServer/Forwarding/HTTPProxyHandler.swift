@@ -289,33 +289,10 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
 
     private func acquireUpstream(_ exchange: Exchange, context: ChannelHandlerContext) {
         guard let plan = exchange.plan else { preconditionFailure("acquiring an upstream without a plan") }
-        let loop = context.eventLoop
-        let services = self.services
-        let policy = plan.policy
-        services.pool.acquire(
-            plan.poolKey, limit: policy?.spec.maxUpstreamConnections ?? 64,
-            queueTimeout: TimeAmount(policy?.spec.queueTimeout ?? .seconds(5)), on: loop
-        ).flatMap { lease -> EventLoopFuture<(UpstreamConnection, Bool)> in
-            switch lease {
-            case .connection(let connection):
-                return loop.makeSucceededFuture((connection, true))
-            case .permit:
-                return services.connector.connect(plan, on: loop).map { connection in
-                    services.pool.opened(connection)
-                    services.instrumentation.upstreamConnections(policy: policy, delta: 1)
-                    connection.onClose = {
-                        services.pool.closed(connection)
-                        services.instrumentation.upstreamConnections(policy: policy, delta: -1)
-                    }
-                    return (connection, false)
-                }.flatMapError { error in
-                    services.pool.permitReturned(plan.poolKey)
-                    return loop.makeFailedFuture(error)
-                }
+        services.checkout(plan, on: context.eventLoop).map { ($0.connection, $0.reused) }
+            .assumeIsolated().whenComplete { result in
+                self.upstreamReady(exchange, result: result, context: context)
             }
-        }.assumeIsolated().whenComplete { result in
-            self.upstreamReady(exchange, result: result, context: context)
-        }
     }
 
     private func upstreamReady(_ exchange: Exchange, result: Result<(UpstreamConnection, Bool), any Error>, context: ChannelHandlerContext) {

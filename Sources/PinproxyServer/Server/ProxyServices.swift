@@ -31,6 +31,34 @@ final class ProxyServices: Sendable {
         self.pool = UpstreamPool(maxIdleTime: TimeInterval(store.snapshot.config.limits.idleTimeout.components.seconds))
     }
 
+    /// An upstream connection for `plan` on `loop`: an idle pooled one, or a
+    /// new one dialled under a pool slot (the slot is returned if the dial fails).
+    func checkout(_ plan: DialPlan, on loop: any EventLoop) -> EventLoopFuture<(connection: UpstreamConnection, reused: Bool)> {
+        let policy = plan.policy
+        return pool.acquire(
+            plan.poolKey, limit: policy?.spec.maxUpstreamConnections ?? 64,
+            queueTimeout: TimeAmount(policy?.spec.queueTimeout ?? .seconds(5)), on: loop
+        ).flatMap { lease in
+            switch lease {
+            case .connection(let connection):
+                return loop.makeSucceededFuture((connection, true))
+            case .permit:
+                return self.connector.connect(plan, on: loop).map { connection in
+                    self.pool.opened(connection)
+                    self.instrumentation.upstreamConnections(policy: policy, delta: 1)
+                    connection.onClose = {
+                        self.pool.closed(connection)
+                        self.instrumentation.upstreamConnections(policy: policy, delta: -1)
+                    }
+                    return (connection, false)
+                }.flatMapError { error in
+                    self.pool.permitReturned(plan.poolKey)
+                    return loop.makeFailedFuture(error)
+                }
+            }
+        }
+    }
+
     /// The decoder limits for request heads (`max_header_bytes`).
     static func decoderLimits(_ limits: PinproxyConfig.Limits) -> NIOHTTPDecoderLimitConfiguration {
         var configuration = NIOHTTPDecoderLimitConfiguration()

@@ -40,22 +40,8 @@ final class UpstreamRequester: Sendable {
             tls: tls, policy: policy, retries: spec.retries,
             connectTimeout: TimeAmount(spec.connectTimeout), handshakeTimeout: TimeAmount(spec.handshakeTimeout))
         let services = self.services
-        return services.pool.acquire(plan.poolKey, limit: spec.maxUpstreamConnections, queueTimeout: TimeAmount(spec.queueTimeout), on: loop)
-            .flatMap { lease -> EventLoopFuture<UpstreamConnection> in
-                switch lease {
-                case .connection(let connection):
-                    return loop.makeSucceededFuture(connection)
-                case .permit:
-                    return services.connector.connect(plan, on: loop).map { connection in
-                        services.pool.opened(connection)
-                        connection.onClose = { services.pool.closed(connection) }
-                        return connection
-                    }.flatMapError { error in
-                        services.pool.permitReturned(plan.poolKey)
-                        return loop.makeFailedFuture(error)
-                    }
-                }
-            }
+        return services.checkout(plan, on: loop)
+            .map(\.connection)
             .flatMap { connection in
                 // A token must only travel over a connection whose pins matched (or
                 // whose mismatch is inside a declared transition window).
