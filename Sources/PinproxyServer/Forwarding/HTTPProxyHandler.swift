@@ -556,7 +556,7 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
         exchange.error = error
         exchange.status = Int(error.status.code)
         if exchange.host.isEmpty, let host = error.host { exchange.host = host }
-        services.instrumentation.denied(code: error.code.rawValue)
+        services.instrumentation.denied(code: error.code)
         if exchange.responseStarted {
             exchange.closeAfter = true
             logAccess(exchange)
@@ -616,7 +616,7 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
 
     /// A refusal outside an exchange (a malformed head): answer, then close.
     private func refuseAndClose(_ error: ProxyError, context: ChannelHandlerContext) {
-        services.instrumentation.denied(code: error.code.rawValue)
+        services.instrumentation.denied(code: error.code)
         let exchange: Exchange
         if case .exchange(let current) = state {
             exchange = current

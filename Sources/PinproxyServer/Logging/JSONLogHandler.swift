@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
+import PinproxyPolicy
 
 /// One JSON object per line on standard output (`log.format: json`): what log
 /// shippers and `jq` expect. Integer and boolean metadata stay numbers.
@@ -58,7 +59,7 @@ public struct JSONLogHandler: LogHandler {
     }
 
     static func quote(_ text: String) -> String {
-        "\"" + RefusalBody.escape(text) + "\""
+        JSONString.quote(text)
     }
 
     private static func timestamp() -> String {

@@ -1,38 +1,13 @@
 import NIOHTTP1
+import PinproxyMetrics
+import PinproxyPolicy
 import PinproxyTLS
 
 /// A refusal, with the contract's code (DESIGN §4): the status, the
 /// `X-Pinproxy-Error` header and the JSON body are all derived from it.
 public struct ProxyError: Error, Sendable, CustomStringConvertible {
-    public enum Code: String, Sendable, CaseIterable {
-        case clientDenied = "client_denied"
-        case hostDenied = "host_denied"
-        case ssrfBlocked = "ssrf_blocked"
-        case pinMismatch = "pin_mismatch"
-        case pinsExpired = "pins_expired"
-        case verifyFailed = "verify_failed"
-        case tlsVersion = "tls_version"
-        case tlsCipher = "tls_cipher"
-        case tlsHandshake = "tls_handshake"
-        case connectFailed = "connect_failed"
-        case upstreamTimeout = "upstream_timeout"
-        case queueTimeout = "queue_timeout"
-        case badRequest = "bad_request"
-        case hostMismatch = "host_mismatch"
-        case tokenUnavailable = "token_unavailable"
-
-        /// The status a client sees for this code.
-        public var status: HTTPResponseStatus {
-            switch self {
-            case .clientDenied, .hostDenied, .ssrfBlocked: return .forbidden
-            case .pinMismatch, .pinsExpired, .verifyFailed, .tlsVersion, .tlsCipher, .tlsHandshake, .connectFailed: return .badGateway
-            case .upstreamTimeout: return .gatewayTimeout
-            case .queueTimeout, .tokenUnavailable: return .serviceUnavailable
-            case .badRequest: return .badRequest
-            case .hostMismatch: return .misdirectedRequest
-            }
-        }
-    }
+    /// The contract's refusal codes (DESIGN §4), shared with the metrics' `reason` label.
+    public typealias Code = DenialReason
 
     public var code: Code
     /// Overrides the code's status (431 for an oversize head is `bad_request`).
@@ -89,22 +64,24 @@ enum RefusalBody {
     }
 
     static func escape(_ text: String) -> String {
-        var out = ""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
+        JSONString.escape(text)
     }
 }
 
 enum Via {
     static let value = "1.1 pinproxy"
+}
+
+extension DenialReason {
+    /// The status a client sees for this code.
+    public var status: HTTPResponseStatus {
+        switch self {
+        case .clientDenied, .hostDenied, .ssrfBlocked: return .forbidden
+        case .pinMismatch, .pinsExpired, .verifyFailed, .tlsVersion, .tlsCipher, .tlsHandshake, .connectFailed: return .badGateway
+        case .upstreamTimeout: return .gatewayTimeout
+        case .queueTimeout, .tokenUnavailable: return .serviceUnavailable
+        case .badRequest: return .badRequest
+        case .hostMismatch: return .misdirectedRequest
+        }
+    }
 }

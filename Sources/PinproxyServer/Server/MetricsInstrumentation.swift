@@ -14,12 +14,8 @@ public struct MetricsInstrumentation: ProxyInstrumentation {
         metrics.requestCompleted(host: HostLabel(policy), code: status, duration: .seconds(seconds))
     }
 
-    public func denied(code: String) {
-        guard let reason = DenialReason(rawValue: code) else {
-            assertionFailure("refusal code \(code) is not a DenialReason")
-            return
-        }
-        metrics.denied(reason: reason)
+    public func denied(code: ProxyError.Code) {
+        metrics.denied(reason: code)
     }
 
     public func upstreamHandshake(policy: HostPolicy?, result: String, seconds: Double) {

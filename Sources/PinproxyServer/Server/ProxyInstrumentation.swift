@@ -7,7 +7,7 @@ import PinproxyPolicy
 /// can only ever be a policy's pattern or `_none`, never a client's name.
 public protocol ProxyInstrumentation: Sendable {
     func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double)
-    func denied(code: String)
+    func denied(code: ProxyError.Code)
     func upstreamHandshake(policy: HostPolicy?, result: String, seconds: Double)
     func upstreamTLS(policy: HostPolicy?, version: String, cipher: String, leafNotAfter: Date?)
     func pinValidation(policy: HostPolicy?, result: String)
@@ -22,7 +22,7 @@ public protocol ProxyInstrumentation: Sendable {
 public struct NoInstrumentation: ProxyInstrumentation {
     public init() {}
     public func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double) {}
-    public func denied(code: String) {}
+    public func denied(code: ProxyError.Code) {}
     public func upstreamHandshake(policy: HostPolicy?, result: String, seconds: Double) {}
     public func upstreamTLS(policy: HostPolicy?, version: String, cipher: String, leafNotAfter: Date?) {}
     public func pinValidation(policy: HostPolicy?, result: String) {}

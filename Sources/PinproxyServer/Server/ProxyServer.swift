@@ -110,7 +110,7 @@ public final class ProxyServer: Service, Sendable {
         let allowed = remote?.addressBytes.map { bytes in snapshot.config.clientsAllow.contains { $0.contains(bytes: bytes) } } ?? false
         guard allowed else {
             let refusal = ProxyError(.clientDenied, host: nil, detail: "\(remote?.ipAddress ?? "this address") is not in clients.allow")
-            services.instrumentation.denied(code: refusal.code.rawValue)
+            services.instrumentation.denied(code: refusal.code)
             services.instrumentation.requestCompleted(policy: nil, status: 403, seconds: 0)
             services.logger.notice("client refused", metadata: ["client": "\(client)", "error": "client_denied"])
             channel.writeAndFlush(ByteBuffer(string: RefusalBody.raw(refusal))).assumeIsolated().whenComplete { _ in

@@ -1,0 +1,28 @@
+import Foundation
+
+/// JSON string literals for the documents pinproxy writes by hand (check
+/// reports, refusal bodies, log lines): small, fixed shapes whose key order
+/// the contract shows, which JSONEncoder on Linux does not keep.
+public enum JSONString {
+    /// `text` as a quoted JSON string.
+    public static func quote(_ text: String) -> String {
+        "\"" + escape(text) + "\""
+    }
+
+    /// `text` escaped for use between JSON quotes.
+    public static func escape(_ text: String) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+}
