@@ -7,8 +7,9 @@ import PinproxyTLS
 import Testing
 
 /// Writes `total` bytes of a known pattern, only while the channel is writable,
-/// and records the most bytes the channel ever held buffered.
-final class PatternWriter: ChannelInboundHandler {
+/// and records the most bytes the channel ever held buffered. Lives on its
+/// channel's loop; the test thread reads only the locked `maxBuffered`.
+final class PatternWriter: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
     let total: Int

@@ -5,8 +5,9 @@ import PinproxyTestSupport
 import PinproxyTLS
 import Testing
 
-/// On a half-closure the server answers after the client's close_notify.
-final class AnswerOnInputClosed: ChannelInboundHandler {
+/// On a half-closure the server answers after the client's close_notify. Lives
+/// on its channel's loop; the test thread reads only its locked counters.
+final class AnswerOnInputClosed: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
     let received = NIOLockedValueBox("")
