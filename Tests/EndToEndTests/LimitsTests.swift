@@ -219,3 +219,23 @@ struct LimitsTests {
         }
     }
 }
+
+extension LimitsTests {
+    @Test func pastMaxClientConnectionsClientsWaitInTheBacklogUntilASlotFrees() async throws {
+        let dir = try TemporaryDirectory("pinproxy-maxconn")
+        let proxy = try ProxyHarness(policies: "hosts: []\n", mainConfig: "limits:\n  max_client_connections: 2\n  idle_timeout: 60s\n", directory: dir)
+        let first = try RawClient(port: proxy.port)
+        let second = try RawClient(port: proxy.port)
+        // Both slots are taken (the two are accepted: a request on each is answered).
+        second.send("GET http://nowhere.test/ HTTP/1.1\r\nHost: nowhere.test\r\n\r\n")
+        #expect(second.readResponse().head.hasPrefix("HTTP/1.1 403"))
+        // The third connects (the kernel's backlog) but is not served while both slots are held...
+        let third = try RawClient(port: proxy.port)
+        third.send("GET http://nowhere.test/ HTTP/1.1\r\nHost: nowhere.test\r\nConnection: close\r\n\r\n")
+        #expect(!third.hasData(within: 1), "a third client was served past max_client_connections")
+        // ...and is served as soon as one slot frees.
+        _ = first  // keeps the first slot until here
+        first.closeNow()
+        #expect(third.readResponse().head.hasPrefix("HTTP/1.1 403 Forbidden"))
+    }
+}

@@ -130,7 +130,22 @@ public final class RawClient {
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
-    deinit { close(fd) }
+    private var closed = false
+
+    deinit { if !closed { close(fd) } }
+
+    /// Closes this end now.
+    public func closeNow() {
+        guard !closed else { return }
+        closed = true
+        close(fd)
+    }
+
+    /// True when bytes arrive within `timeout`.
+    public func hasData(within timeout: TimeInterval) -> Bool {
+        var poll = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return Glibc.poll(&poll, 1, Int32(timeout * 1000)) > 0
+    }
 
     /// False once the peer has closed (EPIPE/ECONNRESET).
     @discardableResult
