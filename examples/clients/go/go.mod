@@ -1,0 +1,3 @@
+module pinproxy.example/client
+
+go 1.21

@@ -1,0 +1,69 @@
+#!/usr/bin/env node
+// One call through pinproxy with Node's built-in https module (no packages).
+//
+// Trust step: Node reads extra CAs only at start-up, from NODE_EXTRA_CA_CERTS:
+//   NODE_EXTRA_CA_CERTS=state/ca.pem node node.js
+// They are added to Node's bundled roots (the system store is not used).
+// This script re-executes itself with NODE_EXTRA_CA_CERTS=$PINPROXY_CA when it
+// is not set, so it runs as is.
+//
+// Proxy step: Node's https module ignores HTTPS_PROXY unless the runtime is
+// told to honour it (NODE_USE_ENV_PROXY=1 on the Node releases that have it);
+// this script opens the CONNECT tunnel itself, which works on every release.
+'use strict';
+const http = require('node:http');
+const https = require('node:https');
+const tls = require('node:tls');
+const { spawnSync } = require('node:child_process');
+
+const PINPROXY = process.env.PINPROXY || 'http://127.0.0.1:8080';
+const PINPROXY_CA = process.env.PINPROXY_CA || 'state/ca.pem';
+const API_URL = process.env.API_URL || 'https://api.spotify.com/v1/markets';
+
+if (!process.env.NODE_EXTRA_CA_CERTS) {
+  const child = spawnSync(process.execPath, process.argv.slice(1), {
+    stdio: 'inherit',
+    env: { ...process.env, NODE_EXTRA_CA_CERTS: PINPROXY_CA },
+  });
+  process.exit(child.status === null ? 1 : child.status);
+}
+
+const proxy = new URL(PINPROXY);
+const target = new URL(API_URL);
+const port = target.port || '443';
+
+const connect = http.request({
+  host: proxy.hostname,
+  port: proxy.port || 80,
+  method: 'CONNECT',
+  path: `${target.hostname}:${port}`,
+  headers: { Host: `${target.hostname}:${port}` },
+});
+connect.on('connect', (res, socket) => {
+  if (res.statusCode !== 200) {
+    // Refused at CONNECT (client not allowed, host denied): the reason is in the header.
+    console.error(`HTTP ${res.statusCode} (pinproxy: ${res.headers['x-pinproxy-error'] || 'refused'})`);
+    process.exit(1);
+  }
+  const request = https.request(API_URL, {
+    // TLS inside the tunnel, verified against Node's roots plus NODE_EXTRA_CA_CERTS.
+    createConnection: () => tls.connect({ socket, servername: target.hostname }),
+    // Without an agent Node would assume port 80 and send `Host: name:80`;
+    // pinproxy answers 421 to a Host that is not the CONNECT host and port.
+    defaultPort: 443,
+  }, (response) => {
+    let body = '';
+    response.setEncoding('utf8');
+    response.on('data', (chunk) => { body += chunk; });
+    response.on('end', () => {
+      console.log(body);
+      const reason = response.headers['x-pinproxy-error'];
+      console.error(`HTTP ${response.statusCode}` + (reason ? ` (pinproxy: ${reason})` : ''));
+      socket.destroy();
+    });
+  });
+  request.on('error', (error) => { console.error(error.message); process.exit(1); });
+  request.end();
+});
+connect.on('error', (error) => { console.error(error.message); process.exit(1); });
+connect.end();
