@@ -117,8 +117,10 @@ struct TokenSessionTests {
         clock.advance(by: 3400)
         endpoint.script(.status(500, json: "{}"), .unreachable)
         #expect(try await tokens.token(timeout: .seconds(5)).generation == 1)
-        #expect(await eventually(timeout: .seconds(10)) { endpoint.callCount == 4 })
+        // Each retry only after its jittered backoff (≤ 1 s, then ≤ 2 s of the clock).
+        #expect(await eventually(timeout: .seconds(10)) { recorder.results.count == 4 })
         #expect(recorder.results == [.success, .failure, .failure, .success])
+        #expect(endpoint.callCount == 4)
         #expect(try await tokens.token(timeout: .seconds(5)).generation == 2)
         #expect(endpoint.maxConcurrentCalls == 1)
     }
