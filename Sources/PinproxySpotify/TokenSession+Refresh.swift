@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import PinproxyPolicy
 
 /// One call to the token endpoint and what follows from its answer. Only
@@ -29,7 +30,10 @@ extension TokenSession {
         let requestedAt = clock()
         let response: TokenEndpointResponse
         do {
-            response = try await endpoint.requestToken(form: request.form, basicAuth: request.basicAuth)
+            response = try await callEndpoint(request)
+        } catch is EndpointTimeout {
+            transientFailure("token endpoint did not answer within \(DurationText.format(endpointTimeout))", detail: nil, retryAfter: nil, result: .failure)
+            return
         } catch {
             transientFailure("token endpoint unreachable", detail: "\(error)", retryAfter: nil, result: .failure)
             return
@@ -55,6 +59,42 @@ extension TokenSession {
             logger.error("the accounts service refused the token request (\(code)): a configuration error, not retried until the credentials change or a minute passes",
                          metadata: ["status": "\(status)"])
             fault(.misconfigured(reason: code), .misconfigured(reason: code), fingerprint: fingerprint, periodic: true, result: .failure)
+        }
+    }
+
+    private struct EndpointTimeout: Error {}
+
+    /// The endpoint call, abandoned (and cancelled) after `endpointTimeout`.
+    /// Not a task group: a group would wait for a child that ignores cancellation.
+    private func callEndpoint(_ request: SessionCredentials.Request) async throws -> TokenEndpointResponse {
+        let endpoint = self.endpoint
+        let timeout = endpointTimeout
+        let pending = NIOLockedValueBox<CheckedContinuation<TokenEndpointResponse, any Error>?>(nil)
+        let tasks = NIOLockedValueBox<(call: Task<Void, Never>?, timer: Task<Void, Never>?)>((nil, nil))
+        @Sendable func finish(_ result: Result<TokenEndpointResponse, any Error>) {
+            guard let continuation = pending.withLockedValue({ value in defer { value = nil }; return value }) else { return }
+            let (call, timer) = tasks.withLockedValue { $0 }
+            call?.cancel()
+            timer?.cancel()
+            continuation.resume(with: result)
+        }
+        let form = request.form
+        let basicAuth = request.basicAuth
+        return try await withCheckedThrowingContinuation { continuation in
+            pending.withLockedValue { $0 = continuation }
+            let call = Task {
+                do { finish(.success(try await endpoint.requestToken(form: form, basicAuth: basicAuth))) } catch { finish(.failure(error)) }
+            }
+            let timer = Task {
+                try? await Task.sleep(for: timeout)
+                if !Task.isCancelled { finish(.failure(EndpointTimeout())) }
+            }
+            tasks.withLockedValue { $0 = (call, timer) }
+            // Either may have finished before the handles were stored.
+            if pending.withLockedValue({ $0 == nil }) {
+                call.cancel()
+                timer.cancel()
+            }
         }
     }
 

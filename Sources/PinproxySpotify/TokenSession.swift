@@ -17,10 +17,19 @@ public final class TokenSession: Sendable {
     let events: TokenSessionEvents
     let logger: Logger
     let credentials: SessionCredentials
+    /// A token call unanswered this long counts as a transient failure, so a
+    /// hung connection cannot hold the single flight forever.
+    let endpointTimeout: Duration
     let state = NIOLockedValueBox(SessionState())
 
-    public init(config: SpotifySession, endpoint: any TokenEndpoint, clock: @escaping @Sendable () -> Date = { Date() },
-                events: TokenSessionEvents = .none, logger: Logger) {
+    public convenience init(config: SpotifySession, endpoint: any TokenEndpoint, clock: @escaping @Sendable () -> Date = { Date() },
+                            events: TokenSessionEvents = .none, logger: Logger) {
+        self.init(config: config, endpoint: endpoint, clock: clock, events: events, logger: logger, endpointTimeout: .seconds(30))
+    }
+
+    init(config: SpotifySession, endpoint: any TokenEndpoint, clock: @escaping @Sendable () -> Date,
+         events: TokenSessionEvents, logger: Logger, endpointTimeout: Duration) {
+        self.endpointTimeout = endpointTimeout
         self.name = config.name
         self.config = config
         self.endpoint = endpoint

@@ -281,6 +281,19 @@ struct TokenSessionTests {
         #expect(endpoint.callCount == 1)
     }
 
+    @Test func aHungTokenCallIsAbandonedAndRetried() async throws {
+        let endpoint = FakeTokenEndpoint(clock: clock)
+        endpoint.hold()
+        let tokens = TokenSession(config: session(), endpoint: endpoint, clock: clock.function, events: recorder.hooks,
+                                  logger: logs.logger, endpointTimeout: .milliseconds(200))
+        let waiting = Task { try await tokens.token(timeout: .seconds(30)) }
+        #expect(await eventually { recorder.results == [.failure] })
+        #expect(logs.all.contains { $0.contains("did not answer within 200ms") })
+        endpoint.release()
+        #expect(try await waiting.value.generation == 1)
+        #expect(endpoint.callCount == 2)
+    }
+
     @Test func cancellingAWaiterLeavesTheOthers() async throws {
         let endpoint = FakeTokenEndpoint(clock: clock)
         endpoint.hold()
