@@ -48,6 +48,17 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
+        // Spotify token sessions (DESIGN §7): cache, single-flight refresh,
+        // backoff, the refresh-token file. No networking: the proxy supplies
+        // a `TokenEndpoint` that goes through its own pinned upstream path.
+        .target(
+            name: "PinproxySpotify",
+            dependencies: [
+                "PinproxyPolicy",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
+        ),
         // The listener, CONNECT and absolute-form routing, interception, the
         // upstream connector and pool, refusals, the access log.
         .target(
@@ -144,6 +155,16 @@ let package = Package(
                 "PinproxyTLS",
                 "PinproxyTestSupport",
                 .product(name: "Yams", package: "Yams"),
+            ]
+        ),
+        .testTarget(
+            name: "PinproxySpotifyTests",
+            dependencies: [
+                "PinproxySpotify",
+                "PinproxyPolicy",
+                "PinproxyTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
         ),
         .testTarget(

@@ -52,6 +52,19 @@ public struct SpotifySession: Sendable, Hashable {
     public var redirectURI: String?
     /// The session's name under `spotify.sessions`.
     public var location: SourceLocation
+
+    /// For code that builds a session without a file (tests, `spotify login`).
+    public init(name: String, flow: Flow, clientID: String, clientSecret: SecretSource?, refreshTokenFile: String?,
+                refreshBefore: Duration = .seconds(300), redirectURI: String? = nil, location: SourceLocation = .embeddedDefaults) {
+        self.name = name
+        self.flow = flow
+        self.clientID = clientID
+        self.clientSecret = clientSecret
+        self.refreshTokenFile = refreshTokenFile
+        self.refreshBefore = refreshBefore
+        self.redirectURI = redirectURI
+        self.location = location
+    }
 }
 
 public struct SpotifySwap: Sendable, Hashable {

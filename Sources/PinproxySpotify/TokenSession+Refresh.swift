@@ -1,0 +1,150 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import PinproxyPolicy
+
+/// One call to the token endpoint and what follows from its answer. Only
+/// ever running once per session at a time (`SessionState.Refresh.running`).
+extension TokenSession {
+    func refresh() async {
+        let fingerprint = credentials.fingerprint()
+        let request: SessionCredentials.Request
+        switch credentials.request() {
+        case .success(let value):
+            request = value
+        case .failure(let problem):
+            let error: TokenError
+            switch problem.status {
+            case .needsReauthorization(let reason): error = .needsReauthorization(reason: reason)
+            case .misconfigured(let reason): error = .misconfigured(reason: reason)
+            default: preconditionFailure("credential problem with status \(problem.status)")
+            }
+            logger.error("Spotify session cannot request a token: \(problem.status)")
+            fault(problem.status, error, fingerprint: fingerprint, periodic: true, result: .failure)
+            return
+        }
+        if let modified = request.refreshTokenFileModifiedAt {
+            events.refreshTokenIssued(name, modified)
+        }
+
+        let requestedAt = clock()
+        let response: TokenEndpointResponse
+        do {
+            response = try await callEndpoint(request)
+        } catch is EndpointTimeout {
+            transientFailure("token endpoint did not answer within \(DurationText.format(endpointTimeout))", detail: nil, retryAfter: nil, result: .failure)
+            return
+        } catch {
+            transientFailure("token endpoint unreachable", detail: "\(error)", retryAfter: nil, result: .failure)
+            return
+        }
+
+        switch TokenReply(response, now: clock()) {
+        case .granted(let grant):
+            granted(grant, requestedAt: requestedAt)
+        case .rateLimited(let retryAfter):
+            transientFailure("token endpoint rate limited (429)", detail: nil, retryAfter: retryAfter, result: .rateLimited)
+        case .failed(let reason):
+            transientFailure("token endpoint failed: \(reason)", detail: nil, retryAfter: nil, result: .failure)
+        case .invalidClient:
+            logger.error("the accounts service rejected the client credentials (invalid_client): check client_id and the client secret; not retried until the secret changes or a minute passes",
+                         metadata: ["status": "\(response.status)"])
+            fault(.misconfigured(reason: "invalid_client"), .invalidClient, fingerprint: fingerprint, periodic: true, result: .invalidClient)
+        case .invalidGrant:
+            logger.error("the accounts service refused the refresh token (invalid_grant): run `pinproxy spotify login \(name)`; the stored token is kept",
+                         metadata: ["status": "\(response.status)"])
+            fault(.needsReauthorization(reason: "invalid_grant"), .needsReauthorization(reason: "invalid_grant"),
+                  fingerprint: fingerprint, periodic: false, result: .invalidGrant)
+        case .rejected(let code, let status):
+            logger.error("the accounts service refused the token request (\(code)): a configuration error, not retried until the credentials change or a minute passes",
+                         metadata: ["status": "\(status)"])
+            fault(.misconfigured(reason: code), .misconfigured(reason: code), fingerprint: fingerprint, periodic: true, result: .failure)
+        }
+    }
+
+    private struct EndpointTimeout: Error {}
+
+    /// The endpoint call, abandoned (and cancelled) after `endpointTimeout`.
+    /// Not a task group: a group would wait for a child that ignores cancellation.
+    private func callEndpoint(_ request: SessionCredentials.Request) async throws -> TokenEndpointResponse {
+        let endpoint = self.endpoint
+        let timeout = endpointTimeout
+        let pending = NIOLockedValueBox<CheckedContinuation<TokenEndpointResponse, any Error>?>(nil)
+        let tasks = NIOLockedValueBox<(call: Task<Void, Never>?, timer: Task<Void, Never>?)>((nil, nil))
+        @Sendable func finish(_ result: Result<TokenEndpointResponse, any Error>) {
+            guard let continuation = pending.withLockedValue({ value in defer { value = nil }; return value }) else { return }
+            let (call, timer) = tasks.withLockedValue { $0 }
+            call?.cancel()
+            timer?.cancel()
+            continuation.resume(with: result)
+        }
+        let form = request.form
+        let basicAuth = request.basicAuth
+        return try await withCheckedThrowingContinuation { continuation in
+            pending.withLockedValue { $0 = continuation }
+            let call = Task {
+                do { finish(.success(try await endpoint.requestToken(form: form, basicAuth: basicAuth))) } catch { finish(.failure(error)) }
+            }
+            let timer = Task {
+                try? await Task.sleep(for: timeout)
+                if !Task.isCancelled { finish(.failure(EndpointTimeout())) }
+            }
+            tasks.withLockedValue { $0 = (call, timer) }
+            // Either may have finished before the handles were stored.
+            if pending.withLockedValue({ $0 == nil }) {
+                call.cancel()
+                timer.cancel()
+            }
+        }
+    }
+
+    private func granted(_ grant: TokenReply.Grant, requestedAt: Date) {
+        // Rotation: the new refresh token is on disk before the new access
+        // token is used by anyone (DESIGN §7). A reply without one leaves the file alone.
+        if let rotated = grant.refreshToken, config.flow == .refreshToken, let store = credentials.store {
+            do {
+                try store.replace(with: rotated)
+                logger.info("Spotify refresh token rotated", metadata: ["file": "\(store.path)"])
+            } catch {
+                logger.error("could not store the rotated Spotify refresh token; keeping it in memory until the next rotation",
+                             metadata: ["file": "\(store.path)", "error": "\(error)"])
+            }
+            events.refreshTokenIssued(name, clock())
+        }
+        let (token, waiters) = state.withLockedValue {
+            $0.installed(token: grant.accessToken, lifetime: grant.lifetime, requestedAt: requestedAt, refreshBefore: config.refreshBefore)
+        }
+        logger.info("Spotify access token refreshed", metadata: [
+            "generation": "\(token.generation)", "expires_in": "\(Int(grant.lifetime))", "waiters": "\(waiters.count)",
+        ])
+        events.refreshed(name, .success)
+        events.tokenExpiry(name, token.expiresAt)
+        resume(waiters, with: .success(token))
+    }
+
+    private func fault(_ status: TokenSessionStatus, _ error: TokenError, fingerprint: Int, periodic: Bool, result: TokenRefreshOutcome) {
+        let now = clock()
+        let fault = SessionState.Fault(status: status, error: error, fingerprint: fingerprint, at: now,
+                                       retriesPeriodically: periodic, nextProbe: now.addingTimeInterval(SessionState.faultProbeInterval))
+        let waiters = state.withLockedValue { $0.faulted(fault) }
+        events.refreshed(name, result)
+        resume(waiters, with: .failure(error))
+    }
+
+    private func transientFailure(_ reason: String, detail: String?, retryAfter: Date?, result: TokenRefreshOutcome) {
+        let now = clock()
+        let (launch, hopeless, backoff) = state.withLockedValue { $0.failed(reason: reason, now: now, retryAfter: retryAfter) }
+        var metadata: Logger.Metadata = [
+            "attempt": "\(backoff.attempt)",
+            "retry_in_ms": "\(Int(max(0, backoff.notBefore.timeIntervalSince(now)) * 1000))",
+        ]
+        if let detail { metadata["error"] = "\(detail)" }
+        if launch == .none { metadata["retry"] = "at the next request" }
+        logger.warning("Spotify token refresh failed: \(reason)", metadata: metadata)
+        events.refreshed(name, result)
+        if let until = backoff.rateLimitedUntil {
+            resume(hopeless, with: .failure(TokenError.rateLimited(until: until)))
+        }
+        self.launch(launch)
+    }
+}
