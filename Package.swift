@@ -109,6 +109,8 @@ let package = Package(
                 "PinproxyServer",
                 "PinproxyMetrics",
                 "PinproxyAdmin",
+                "PinproxySpotify",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

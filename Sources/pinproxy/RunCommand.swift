@@ -1,10 +1,12 @@
 import ArgumentParser
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import PinproxyAdmin
 import PinproxyMetrics
 import PinproxyPolicy
 import PinproxyServer
+import PinproxySpotify
 import PinproxyTLS
 import ServiceLifecycle
 
@@ -63,13 +65,25 @@ struct RunCommand: AsyncParsableCommand {
         let metrics = PinproxyMetrics()
         metrics.buildInfo(version: Pinproxy.version)
         let readiness = ReadinessState(policyLoaded: true, caUsable: true)
+        let tokenSessions = NIOLockedValueBox<TokenSessions?>(nil)
         let proxy = try ProxyServer(
             store: store, ca: ca, instrumentation: MetricsInstrumentation(metrics), logger: logger,
             accessLog: Logger(label: "pinproxy.access"),
-            onListening: { _ in readiness.setListening(true) })
+            onListening: { _ in
+                readiness.setListening(true)
+                // Warm every session's cache once the path to accounts can serve.
+                tokenSessions.withLockedValue { $0?.sessions.values.forEach { $0.prefetch() } }
+            })
+        // Spotify sessions: their token requests go through the proxy's own path.
+        let sessions = TokenSessions(
+            config: settings.spotify,
+            endpoint: ProxiedTokenEndpoint(proxy: proxy, accounts: settings.spotify.accounts, timeout: settings.spotify.tokenTimeout),
+            events: .metrics(metrics), logger: Logger(label: "pinproxy.spotify"))
+        proxy.setTokenProvider(SessionTokenProvider(sessions: sessions))
+        tokenSessions.withLockedValue { $0 = sessions }
         let admin = AdminServer(
             listen: settings.admin.listen, store: store, metrics: metrics,
-            providers: .init(readiness: { readiness.status }, probe: { pattern in
+            providers: .init(readiness: { readiness.status }, readinessDetails: { sessions.readinessDetails }, probe: { pattern in
                 proxy.probes.result(for: pattern).map { ProbeStatus(success: $0.success, at: $0.at, leafNotAfter: $0.leafNotAfter) }
             }))
         let group = ServiceGroup(configuration: .init(

@@ -1,0 +1,84 @@
+import Foundation
+import PinproxyMetrics
+import PinproxyPolicy
+import PinproxyServer
+import PinproxySpotify
+
+/// The accounts service's token endpoint, reached through the proxy's own
+/// path: the accounts host's policy (pins, TLS floor, SSRF guard, pool)
+/// protects the client secret exactly as it protects app traffic.
+struct ProxiedTokenEndpoint: TokenEndpoint {
+    let proxy: ProxyServer
+    let url: String
+    let timeout: Duration
+
+    init(proxy: ProxyServer, accounts: String, timeout: Duration) {
+        self.proxy = proxy
+        self.url = (accounts.hasSuffix("/") ? String(accounts.dropLast()) : accounts) + "/api/token"
+        self.timeout = timeout
+    }
+
+    func requestToken(form: [(String, String)], basicAuth: (user: String, password: String)?) async throws -> TokenEndpointResponse {
+        var headers = [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")]
+        if let basicAuth {
+            // RFC 6749 §2.3.1: id and secret are form-encoded, then joined for Basic.
+            let pair = FormEncoding.escape(basicAuth.user) + ":" + FormEncoding.escape(basicAuth.password)
+            headers.append(("Authorization", "Basic " + Data(pair.utf8).base64EncodedString()))
+        }
+        let body = Array(FormEncoding.encode(form).utf8)
+        let response = try await proxy.send(method: "POST", url: url, headers: headers, body: body, timeout: timeout)
+        return TokenEndpointResponse(status: response.status, headers: response.headers, body: response.body)
+    }
+}
+
+/// `application/x-www-form-urlencoded` (the WHATWG algorithm's byte set).
+enum FormEncoding {
+    static func encode(_ pairs: [(String, String)]) -> String {
+        pairs.map { escape($0.0) + "=" + escape($0.1) }.joined(separator: "&")
+    }
+
+    static func escape(_ text: String) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "*"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"):
+                out.unicodeScalars.append(UnicodeScalar(byte))
+            case UInt8(ascii: " "):
+                out += "+"
+            default:
+                out += String(format: "%%%02X", byte)
+            }
+        }
+        return out
+    }
+}
+
+/// The proxy's bearer tokens, from the Spotify sessions.
+struct SessionTokenProvider: BearerTokenProvider {
+    let sessions: TokenSessions
+
+    func token(session name: String) async throws -> BearerToken {
+        guard let session = sessions.session(named: name) else {
+            throw TokenError.misconfigured(reason: "no Spotify session named \(name)")
+        }
+        let token = try await session.token(timeout: sessions.tokenTimeout)
+        return BearerToken(value: token.reveal(), generation: token.generation)
+    }
+
+    func invalidate(session name: String, generation: Int) {
+        sessions.session(named: name)?.invalidate(generation: generation)
+    }
+}
+
+extension TokenSessionEvents {
+    /// Session events as metrics (DESIGN §6: refreshes, token expiry, refresh-token age).
+    static func metrics(_ metrics: PinproxyMetrics) -> TokenSessionEvents {
+        TokenSessionEvents(
+            refreshed: { session, outcome in
+                if let result = TokenRefreshResult(rawValue: outcome.rawValue) { metrics.tokenRefresh(session: session, result: result) }
+            },
+            tokenExpiry: { session, expiry in metrics.tokenExpiry(session: session, at: expiry) },
+            refreshTokenIssued: { session, issued in metrics.refreshTokenIssued(session: session, at: issued) })
+    }
+}

@@ -1,0 +1,206 @@
+import Foundation
+import PinproxyTestSupport
+import Testing
+
+/// Spotify sessions through the real binary: the legacy app (curl) holds no
+/// secret; pinproxy fetches, caches, refreshes and attaches tokens, and its own
+/// token request obeys the accounts host's pinned policy.
+@Suite("Spotify tokens end to end", .serialized)
+struct SpotifyEndToEndTests {
+    final class Stack: @unchecked Sendable {
+        let dir: TemporaryDirectory
+        let pki: TestPKI
+        let accounts: MockAccounts
+        let api: MockWebAPI
+        let proxy: ProxyHarness
+        let refreshTokenFile: String
+
+        init(flow: String = "client_credentials", accountsPinned correctly: Bool = true,
+             configureAccounts: (MockAccounts) -> Void = { _ in }) async throws {
+            dir = try TemporaryDirectory("pinproxy-spotify")
+            pki = try TestPKI.make(in: dir, names: ["accounts.spotify.test", "api.spotify.test"])
+            accounts = try await MockAccounts(chainFile: pki.chainFile, keyFile: pki.leafKey)
+            configureAccounts(accounts)
+            api = try await MockWebAPI(chainFile: pki.chainFile, keyFile: pki.leafKey, accounts: accounts)
+            try dir.write("secret.txt", accounts.clientSecret + "\n")
+            refreshTokenFile = dir.file("user.token")
+            try dir.write("user.token", accounts.issueRefreshToken() + "\n")
+            chmod(refreshTokenFile, 0o600)
+            let intermediate = try TestPKI.opensslSPKIPin(pki.intermediateCertificate)
+            let backup = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+            let accountsPins = correctly ? "[{pin: \"\(intermediate)\"}, {pin: \"\(backup)\"}]" : "[{pin: \"\(backup)\"}, {pin: \"BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB=\"}]"
+            let policies = """
+                hosts:
+                  - match: accounts.spotify.test
+                    action: intercept
+                    upstream: 127.0.0.1:\(accounts.port)
+                    tls: { ca_file: \(pki.rootCertificate) }
+                    probe_interval: 0
+                    pins: { spki_sha256: \(accountsPins) }
+                  - match: api.spotify.test
+                    action: intercept
+                    upstream: 127.0.0.1:\(api.port)
+                    tls: { ca_file: \(pki.rootCertificate) }
+                    probe_interval: 0
+                    pins: { spki_sha256: [{pin: "\(intermediate)"}, {pin: "\(backup)"}] }
+                    auth: { spotify: app }
+                """
+            let session = flow == "client_credentials"
+                ? "      flow: client_credentials\n      client_id: \(accounts.clientID)\n      client_secret_file: ../secret.txt\n"
+                : "      flow: refresh_token\n      client_id: \(accounts.clientID)\n      client_secret_file: ../secret.txt\n      refresh_token_file: ../user.token\n"
+            proxy = try ProxyHarness(policies: policies, mainConfig: """
+                network:
+                  allow: [127.0.0.0/8]
+                spotify:
+                  accounts: https://accounts.spotify.test
+                  token_timeout: 3s
+                  sessions:
+                    app:
+                \(session)      refresh_before: 1s
+                """, directory: dir)
+        }
+
+        func get(_ path: String = "/v1/me", _ extra: [String] = []) throws -> CurlResult {
+            try Curl.run("https://api.spotify.test\(path)", proxy: proxy, extra: extra, directory: dir)
+        }
+
+        /// Waits (bounded) until `condition` holds.
+        func eventually(_ timeout: TimeInterval = 10, _ condition: () -> Bool) -> Bool {
+            let deadline = Date().addingTimeInterval(timeout)
+            while Date() < deadline {
+                if condition() { return true }
+                usleep(50_000)
+            }
+            return condition()
+        }
+    }
+
+    @Test func fiftyConcurrentRequestsShareOneTokenRequest() async throws {
+        let stack = try await Stack()
+        let script = try stack.dir.write("fifty.py", """
+            import asyncio, ssl, sys
+            PORT, CA = int(sys.argv[1]), sys.argv[2]
+            ctx = ssl.create_default_context(cafile=CA)
+            async def one(i):
+                reader, writer = await asyncio.open_connection("127.0.0.1", PORT)
+                writer.write(b"CONNECT api.spotify.test:443 HTTP/1.1\\r\\nHost: api.spotify.test:443\\r\\n\\r\\n")
+                await reader.readuntil(b"\\r\\n\\r\\n")
+                await writer.start_tls(ctx, server_hostname="api.spotify.test")
+                writer.write(b"GET /v1/me?i=%d HTTP/1.1\\r\\nHost: api.spotify.test\\r\\nConnection: close\\r\\n\\r\\n" % i)
+                data = await reader.read()
+                return data.split(b" ", 2)[1]
+            async def main():
+                codes = await asyncio.gather(*[one(i) for i in range(50)])
+                print("200s:", sum(1 for c in codes if c == b"200"))
+            asyncio.run(main())
+            """)
+        let (status, output) = try ChildProcess.run("python3", [script, String(stack.proxy.port), stack.proxy.caFile])
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("200s: 50"), "\(output)")
+        #expect(stack.accounts.counters.tokenRequests == 1)
+        let bearer = "Bearer \(stack.accounts.counters.lastIssuedAccessToken ?? "?")"
+        #expect(stack.api.authorizationHeaders.count == 50)
+        #expect(stack.api.authorizationHeaders.allSatisfy { $0 == bearer })
+    }
+
+    @Test func anExpiringTokenIsReplacedAheadOfExpiry() async throws {
+        let stack = try await Stack { $0.update { $0.expiresIn = 3 } }
+        #expect(try stack.get().status == 200)
+        let first = stack.api.authorizationHeaders.last!
+        try await Task.sleep(for: .seconds(4))
+        #expect(try stack.get().status == 200)
+        let second = stack.api.authorizationHeaders.last!
+        #expect(first != second, "after expiry the request carries a new token")
+        #expect(stack.api.seen.allSatisfy { $0.status == 200 }, "no request was sent with an expired token")
+    }
+
+    @Test func a401OnceIsRepairedWithOneRefreshAndA403IsPassedOn() async throws {
+        let stack = try await Stack()
+        #expect(try stack.get().status == 200)
+        let before = stack.accounts.counters.tokenRequests
+        stack.api.update { $0.unauthorizedNext = 1 }
+        let repaired = try stack.get("/v1/me/player")
+        #expect(repaired.status == 200, "\(repaired.body)")
+        #expect(stack.accounts.counters.tokenRequests == before + 1)
+        #expect(stack.api.seen.suffix(2).map(\.status) == [401, 200])
+
+        stack.api.update { $0.forbidden = true }
+        let forbidden = try stack.get()
+        #expect(forbidden.status == 403)
+        #expect(stack.accounts.counters.tokenRequests == before + 1, "a 403 never refreshes")
+    }
+
+    @Test func aCachedTokenServesWhileAccountsIsDown() async throws {
+        let stack = try await Stack()
+        #expect(try stack.get().status == 200)
+        stack.accounts.update { $0.down = true }
+        #expect(try stack.get().status == 200)
+    }
+
+    @Test func withAccountsDownAndNoTokenTheAnswerIs503() async throws {
+        let stack = try await Stack { $0.update { $0.down = true } }
+        let result = try stack.get()
+        #expect(result.status == 503)
+        #expect(result.pinproxyError == "token_unavailable")
+        #expect(stack.api.seen.isEmpty, "nothing reached the API without a token")
+    }
+
+    @Test func a429WithRetryAfterIsHonoured() async throws {
+        let stack = try await Stack { $0.update { $0.rateLimitNext = 1; $0.retryAfter = 2 } }
+        // The first token request (at start) is answered 429 Retry-After: 2; the session
+        // waits that long, within the 3 s a request may wait, and the second one succeeds.
+        let result = try stack.get()
+        #expect(result.status == 200, "\(result.body)")
+        #expect(stack.accounts.counters.tokenRequests == 2, "one 429, one success: no hammering")
+    }
+
+    @Test func aRotatedRefreshTokenIsStoredAndAnOmittedOneLeavesTheFile() async throws {
+        let rotating = try await Stack(flow: "refresh_token") { $0.update { $0.rotateRefreshTokens = true } }
+        #expect(try rotating.get().status == 200)
+        let issued = try #require(rotating.accounts.counters.lastIssuedRefreshToken)
+        #expect(rotating.eventually { (try? String(contentsOfFile: rotating.refreshTokenFile, encoding: .utf8)) == issued + "\n" })
+        var info = stat()
+        stat(rotating.refreshTokenFile, &info)
+        #expect(info.st_mode & 0o777 == 0o600)
+
+        let steady = try await Stack(flow: "refresh_token")
+        let before = try Data(contentsOf: URL(fileURLWithPath: steady.refreshTokenFile))
+        #expect(try steady.get().status == 200)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: steady.refreshTokenFile)) == before)
+    }
+
+    @Test func aClientsOwnAuthorizationNeverReachesTheAPI() async throws {
+        let stack = try await Stack()
+        #expect(try stack.get("/v1/me", ["-H", "Authorization: Bearer evil"]).status == 200)
+        #expect(!stack.api.authorizationHeaders.contains { $0?.contains("evil") == true })
+    }
+
+    @Test func withTheAccountsPinWrongNoTokenIsFetchedAndTheErrorSaysWhy() async throws {
+        let stack = try await Stack(accountsPinned: false)
+        let result = try stack.get()
+        #expect(result.status == 503)
+        #expect(result.pinproxyError == "token_unavailable")
+        #expect(stack.accounts.counters.tokenRequests == 0, "the secret never left pinproxy")
+        #expect(stack.proxy.log.contains("upstream pin check failed"))
+        #expect(stack.proxy.log.contains("accounts.spotify.test"))
+    }
+
+    @Test func theTokenAndTheSecretsAppearNowhereInPinproxysOutput() async throws {
+        let stack = try await Stack(flow: "refresh_token") { $0.update { $0.rotateRefreshTokens = true } }
+        #expect(try stack.get().status == 200)
+        stack.api.update { $0.unauthorizedNext = 1 }
+        #expect(try stack.get().status == 200)
+        let log = stack.proxy.log
+        #expect(!log.isEmpty)
+        for secret in [stack.accounts.clientSecret, stack.accounts.counters.lastIssuedAccessToken, stack.accounts.counters.lastIssuedRefreshToken] {
+            let value = try #require(secret)
+            #expect(!log.contains(value), "a secret reached pinproxy's output")
+        }
+        let admin = "http://127.0.0.1:\(try stack.proxy.adminPort)"
+        for path in ["/metrics", "/policies", "/readyz"] {
+            let body = try Curl.run("\(admin)\(path)", proxyURL: nil, caFile: nil, directory: stack.dir).body
+            #expect(!body.contains(stack.accounts.clientSecret))
+            #expect(!body.contains(stack.accounts.counters.lastIssuedAccessToken ?? "?"))
+        }
+    }
+}
