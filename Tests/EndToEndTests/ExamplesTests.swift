@@ -52,7 +52,7 @@ enum Repository {
     }()
 }
 
-@Suite("Client examples through a real pinproxy", .serialized)
+@Suite("Client examples through a real pinproxy", .serialized, .blockingWork)
 struct ClientExamplesTests {
     final class Setup: @unchecked Sendable {
         let dir: TemporaryDirectory
@@ -152,7 +152,7 @@ struct ClientExamplesTests {
     }
 }
 
-@Suite("Shipped YAML and the container and Kubernetes files")
+@Suite("Shipped YAML and the container and Kubernetes files", .blockingWork)
 struct ShippedFilesTests {
     /// Every YAML file under etc/ and examples/.
     static func yamlFiles() throws -> [String] {
@@ -253,7 +253,7 @@ struct ShippedFilesTests {
     }
 }
 
-@Suite("The Dockerfile, the Kubernetes manifests and the README agree")
+@Suite("The Dockerfile, the Kubernetes manifests and the README agree", .blockingWork)
 struct ContainerAgreementTests {
     @Test func portsUserPathsAndProbes() throws {
         let docker = try Dockerfile.load()

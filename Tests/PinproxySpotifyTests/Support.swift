@@ -169,7 +169,10 @@ func session(_ flow: SpotifySession.Flow = .clientCredentials, secret: SecretSou
 }
 
 /// Polls `condition` until it holds or `timeout` passes.
-func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
+/// An upper bound, never a speed requirement: the end-to-end suites running
+/// beside these tests block the cooperative pool's threads in synchronous
+/// waits (curl, child processes) for seconds at a time on a 2-core machine.
+func eventually(timeout: Duration = .seconds(30), _ condition: () -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
         if condition() { return true }

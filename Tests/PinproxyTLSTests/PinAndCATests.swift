@@ -3,7 +3,7 @@ import PinproxyTestSupport
 import PinproxyTLS
 import Testing
 
-@Suite("SPKI pins, certificate hashes, and the CA's files")
+@Suite("SPKI pins, certificate hashes, and the CA's files", .blockingWork)
 struct PinAndCATests {
     @Test(arguments: TestPKI.KeyType.allCases)
     func spkiPinsMatchTheOpenSSLRecipe(keyType: TestPKI.KeyType) throws {
