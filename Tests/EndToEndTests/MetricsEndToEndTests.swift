@@ -7,8 +7,10 @@ import Testing
 struct MetricsEndToEndTests {
     @Test func aScriptedScenarioShowsExactlyItsCounts() async throws {
         let dir = try TemporaryDirectory("pinproxy-metrics")
-        let pki = try TestPKI.make(in: dir, names: ["good.test", "bad.test"])
+        let pki = try TestPKI.make(in: dir, names: ["good.test", "bad.test", "accounts.spotify.test"])
         let upstream = try await TestUpstream(chainFile: pki.chainFile, keyFile: pki.leafKey)
+        let accounts = try await MockAccounts(chainFile: pki.chainFile, keyFile: pki.leafKey)
+        try dir.write("secret.txt", accounts.clientSecret)
         let good = try TestPKI.opensslSPKIPin(pki.intermediateCertificate)
         let policies = """
             hosts:
@@ -16,16 +18,36 @@ struct MetricsEndToEndTests {
                 action: intercept
                 upstream: 127.0.0.1:\(upstream.port)
                 tls: { ca_file: \(pki.rootCertificate) }
+                probe_interval: 0
+                pins:
+                  spki_sha256: [{pin: "\(good)"}, {pin: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}]
+                auth: { spotify: app }
+              - match: accounts.spotify.test
+                action: intercept
+                upstream: 127.0.0.1:\(accounts.port)
+                tls: { ca_file: \(pki.rootCertificate) }
+                probe_interval: 0
                 pins:
                   spki_sha256: [{pin: "\(good)"}, {pin: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}]
               - match: bad.test
                 action: intercept
                 upstream: 127.0.0.1:\(upstream.port)
                 tls: { ca_file: \(pki.rootCertificate) }
+                probe_interval: 0
                 pins:
                   spki_sha256: [{pin: "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB="}, {pin: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}]
             """
-        let proxy = try ProxyHarness(policies: policies, mainConfig: "network:\n  allow: [127.0.0.0/8]\n", directory: dir)
+        let proxy = try ProxyHarness(policies: policies, mainConfig: """
+            network:
+              allow: [127.0.0.0/8]
+            spotify:
+              accounts: https://accounts.spotify.test
+              sessions:
+                app:
+                  flow: client_credentials
+                  client_id: \(accounts.clientID)
+                  client_secret_file: ../secret.txt
+            """, directory: dir)
         let admin = "http://127.0.0.1:\(try proxy.adminPort)"
 
         let ready = try Curl.run("\(admin)/readyz", proxyURL: nil, caFile: nil, directory: dir)
@@ -58,7 +80,12 @@ struct MetricsEndToEndTests {
         #expect(metrics.value("pinproxy_pin_validations_total", ["host": "good.test", "result": "match"]) == 1)
         #expect(metrics.value("pinproxy_upstream_handshakes_total", ["host": "good.test", "result": "ok"]) == 1)
         #expect(metrics.value("pinproxy_policy_reloads_total", ["result": "failure"]) == 1)
-        #expect(metrics.value("pinproxy_minted_certificates_total", [:]) == 2)
+        // One token refresh served all three requests to the authenticated host.
+        #expect(accounts.counters.tokenRequests == 1)
+        #expect(metrics.value("pinproxy_token_refreshes_total", ["session": "app", "result": "success"]) == 1)
+        #expect(metrics.value("pinproxy_token_refreshes_total", ["session": "app", "result": "failure"]) == 0)
+        #expect((metrics.value("pinproxy_token_expiry_timestamp_seconds", ["session": "app"]) ?? 0) > Date().timeIntervalSince1970)
+        #expect(metrics.value("pinproxy_minted_certificates_total", [:]) == 2, "one leaf each for good.test and bad.test")
         #expect((metrics.value("pinproxy_bytes_total", ["host": "good.test", "direction": "down"]) ?? 0) > 0)
         #expect(metrics.value("pinproxy_upstream_tls_info", ["host": "good.test", "version": "TLSv1.3", "cipher": "TLS_AES_256_GCM_SHA384"]) == 1)
 
