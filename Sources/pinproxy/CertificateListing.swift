@@ -1,4 +1,5 @@
 import Foundation
+import PinproxyPolicy
 import PinproxyTLS
 
 /// How `pin` and `ca show` print certificates (DESIGN §10).
@@ -30,17 +31,9 @@ enum CertificateListing {
         return formatter.string(from: date)
     }
 
-    /// A double-quoted YAML scalar (subjects hold commas, colons and quotes).
+    /// A double-quoted YAML scalar (subjects hold commas, colons and quotes):
+    /// a JSON string literal is one.
     static func yamlQuoted(_ text: String) -> String {
-        var escaped = ""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": escaped += "\\\""
-            case "\\": escaped += "\\\\"
-            case "\n": escaped += "\\n"
-            default: escaped.unicodeScalars.append(scalar)
-            }
-        }
-        return "\"\(escaped)\""
+        JSONString.quote(text)
     }
 }
