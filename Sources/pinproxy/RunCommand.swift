@@ -65,21 +65,26 @@ struct RunCommand: AsyncParsableCommand {
         let metrics = PinproxyMetrics()
         metrics.buildInfo(version: Pinproxy.version)
         let readiness = ReadinessState(policyLoaded: true, caUsable: true)
-        let tokenSessions = NIOLockedValueBox<TokenSessions?>(nil)
+        let tokenSessions = NIOLockedValueBox<SessionTokenProvider?>(nil)
         let proxy = try ProxyServer(
             store: store, ca: ca, instrumentation: MetricsInstrumentation(metrics), logger: logger,
             accessLog: Logger(label: "pinproxy.access"),
             onListening: { _ in
                 readiness.setListening(true)
                 // Warm every session's cache once the path to accounts can serve.
-                tokenSessions.withLockedValue { $0?.sessions.values.forEach { $0.prefetch() } }
+                tokenSessions.withLockedValue { $0 }?.prefetchAll()
             })
         // Spotify sessions: their token requests go through the proxy's own path.
-        let sessions = TokenSessions(
-            config: settings.spotify,
-            endpoint: ProxiedTokenEndpoint(proxy: proxy, accounts: settings.spotify.accounts, timeout: settings.spotify.tokenTimeout),
-            events: .metrics(metrics), logger: Logger(label: "pinproxy.spotify"))
-        proxy.setTokenProvider(SessionTokenProvider(sessions: sessions))
+        let sessions = SessionTokenProvider(
+            config: settings.spotify, events: .metrics(metrics), logger: Logger(label: "pinproxy.spotify"),
+            endpoint: { spotify in ProxiedTokenEndpoint(proxy: proxy, accounts: spotify.accounts, timeout: spotify.tokenTimeout) })
+        proxy.setTokenProvider(sessions)
+        store.addObserver { event in
+            if case .success = event.outcome {
+                sessions.update(event.current.config.spotify)
+                sessions.prefetchAll()
+            }
+        }
         tokenSessions.withLockedValue { $0 = sessions }
         let admin = AdminServer(
             listen: settings.admin.listen, store: store, metrics: metrics,

@@ -1,4 +1,6 @@
 import Foundation
+import Logging
+import NIOConcurrencyHelpers
 import PinproxyMetrics
 import PinproxyPolicy
 import PinproxyServer
@@ -54,20 +56,70 @@ enum FormEncoding {
     }
 }
 
-/// The proxy's bearer tokens, from the Spotify sessions.
-struct SessionTokenProvider: BearerTokenProvider {
-    let sessions: TokenSessions
+/// The proxy's bearer tokens, from the Spotify sessions of the serving
+/// config. A reload that adds or changes a session builds it anew; sessions
+/// whose config did not change are kept, with their cached tokens.
+final class SessionTokenProvider: BearerTokenProvider, Sendable {
+    private struct Current {
+        var config: SpotifyConfig
+        var sessions: [String: (config: SpotifySession, session: TokenSession)]
+    }
+
+    private let state: NIOLockedValueBox<Current>
+    private let makeEndpoint: @Sendable (SpotifyConfig) -> any TokenEndpoint
+    private let events: TokenSessionEvents
+    private let logger: Logger
+
+    init(config: SpotifyConfig, events: TokenSessionEvents, logger: Logger, endpoint: @escaping @Sendable (SpotifyConfig) -> any TokenEndpoint) {
+        self.makeEndpoint = endpoint
+        self.events = events
+        self.logger = logger
+        self.state = NIOLockedValueBox(Current(config: config, sessions: [:]))
+        update(config)
+    }
+
+    /// Takes the `spotify:` section of a newly loaded config.
+    func update(_ config: SpotifyConfig) {
+        let endpoint = makeEndpoint(config)
+        let accountsChanged = state.withLockedValue { $0.config.accounts != config.accounts || $0.config.tokenTimeout != config.tokenTimeout }
+        state.withLockedValue { current in
+            var next: [String: (config: SpotifySession, session: TokenSession)] = [:]
+            for (name, sessionConfig) in config.sessions {
+                if !accountsChanged, let kept = current.sessions[name], kept.config == sessionConfig {
+                    next[name] = kept
+                } else {
+                    next[name] = (sessionConfig, TokenSession(config: sessionConfig, endpoint: endpoint, events: events, logger: logger))
+                }
+            }
+            current = Current(config: config, sessions: next)
+        }
+    }
+
+    func prefetchAll() {
+        state.withLockedValue { $0.sessions.values.map(\.session) }.forEach { $0.prefetch() }
+    }
+
+    /// One line per session that cannot serve, for `/readyz`.
+    var readinessDetails: [String] {
+        state.withLockedValue { current in
+            current.sessions.keys.sorted().compactMap { name in
+                let status = current.sessions[name]!.session.status
+                return status.isHealthy ? nil : "spotify session \(name) \(status)"
+            }
+        }
+    }
 
     func token(session name: String) async throws -> BearerToken {
-        guard let session = sessions.session(named: name) else {
+        let (session, timeout) = state.withLockedValue { ($0.sessions[name]?.session, $0.config.tokenTimeout) }
+        guard let session else {
             throw TokenError.misconfigured(reason: "no Spotify session named \(name)")
         }
-        let token = try await session.token(timeout: sessions.tokenTimeout)
+        let token = try await session.token(timeout: timeout)
         return BearerToken(value: token.reveal(), generation: token.generation)
     }
 
     func invalidate(session name: String, generation: Int) {
-        sessions.session(named: name)?.invalidate(generation: generation)
+        state.withLockedValue { $0.sessions[name]?.session }?.invalidate(generation: generation)
     }
 }
 

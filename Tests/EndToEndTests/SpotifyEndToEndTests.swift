@@ -204,3 +204,23 @@ struct SpotifyEndToEndTests {
         }
     }
 }
+
+extension SpotifyEndToEndTests {
+    @Test func aSessionAddedByAReloadServesTokens() async throws {
+        let stack = try await Stack()
+        #expect(try stack.get().status == 200)
+        let before = stack.accounts.counters.tokenRequests
+        // The session is renamed in the main file and in the policy that names it.
+        let main = try String(contentsOfFile: stack.dir.file("etc/pinproxy.yaml"), encoding: .utf8)
+        try stack.dir.write("etc/pinproxy.yaml", main.replacingOccurrences(of: "    app:\n", with: "    renamed:\n"))
+        let policy = try String(contentsOfFile: stack.dir.file("etc/policies/test.yaml"), encoding: .utf8)
+        try stack.dir.write("etc/policies/test.yaml", policy.replacingOccurrences(of: "auth: { spotify: app }", with: "auth: { spotify: renamed }"))
+        let admin = "http://127.0.0.1:\(try stack.proxy.adminPort)"
+        let reload = try Curl.run("\(admin)/reload", proxyURL: nil, caFile: nil, extra: ["-X", "POST"], directory: stack.dir)
+        #expect(reload.status == 200, "\(reload.body)")
+        let after = try stack.get()
+        #expect(after.status == 200, "\(after.body)")
+        #expect(stack.accounts.counters.tokenRequests > before, "the new session fetched its own token")
+        #expect(stack.api.authorizationHeaders.last == "Bearer \(stack.accounts.counters.lastIssuedAccessToken ?? "?")")
+    }
+}
