@@ -22,13 +22,13 @@ struct SecrecyTests {
                                     refreshTokenFile: file)
         let tokens = TokenSession(config: config, endpoint: endpoint, clock: clock.function, logger: logs.logger)
         var described: [String] = []
-        let first = try await tokens.token(timeout: .seconds(5))
+        let first = try await tokens.token(timeout: .seconds(20))
         described += [first.description, String(reflecting: first), "\(first)"]
         var dumped = ""
         dump(first, to: &dumped)
         described.append(dumped)
         clock.advance(by: 31)  // past the soft deadline: retries run while the token serves
-        _ = try await tokens.token(timeout: .seconds(5))
+        _ = try await tokens.token(timeout: .seconds(20))
         #expect(await eventually(timeout: .seconds(10)) {
             clock.advance(by: 0.05)  // through the backoff without waiting it out
             return tokens.state.withLockedValue { $0.cached?.generation } == 2
@@ -38,12 +38,12 @@ struct SecrecyTests {
         tokens.invalidate(generation: 2)
         endpoint.setFallback(.status(400, json: #"{"error": "invalid_grant"}"#))
         clock.advance(by: 10)
-        do { _ = try await tokens.token(timeout: .seconds(5)) } catch { described.append("\(error)") }
+        do { _ = try await tokens.token(timeout: .seconds(20)) } catch { described.append("\(error)") }
         described.append(tokens.status.description)
         endpoint.setFallback(.status(400, json: #"{"error": "invalid_client"}"#))
         try dir.write("user.token", "refresh-x\n")
         clock.advance(by: 2)
-        do { _ = try await tokens.token(timeout: .seconds(5)) } catch { described.append("\(error)") }
+        do { _ = try await tokens.token(timeout: .seconds(20)) } catch { described.append("\(error)") }
         described.append(tokens.status.description)
         described += [TokenError.timedOut, .invalidClient, .rateLimited(until: clock.now)].map(\.description)
 

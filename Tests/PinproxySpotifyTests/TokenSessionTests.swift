@@ -19,7 +19,7 @@ struct TokenSessionTests {
         let endpoint = FakeTokenEndpoint(clock: clock, delay: .milliseconds(100))
         let tokens = make(endpoint: endpoint)
         let generations = try await withThrowingTaskGroup(of: Int.self) { group in
-            for _ in 0..<50 { group.addTask { try await tokens.token(timeout: .seconds(5)).generation } }
+            for _ in 0..<50 { group.addTask { try await tokens.token(timeout: .seconds(20)).generation } }
             return try await group.reduce(into: [Int]()) { $0.append($1) }
         }
         #expect(generations == Array(repeating: 1, count: 50))
@@ -33,7 +33,7 @@ struct TokenSessionTests {
         let secretFile = try dir.write("secret", "file-secret-value  \n\n")
         let endpoint = FakeTokenEndpoint(clock: clock)
         let tokens = make(session(secret: .file(secretFile)), endpoint: endpoint)
-        let token = try await tokens.token(timeout: .seconds(5))
+        let token = try await tokens.token(timeout: .seconds(20))
         #expect(token.reveal() == "access-1")
         let call = try #require(endpoint.calls.first)
         #expect(call.form.map { "\($0.0)=\($0.1)" } == ["grant_type=client_credentials"])
@@ -46,7 +46,7 @@ struct TokenSessionTests {
         let file = try dir.write("user.token", "stored-refresh\n")
         let endpoint = FakeTokenEndpoint(clock: clock)
         let tokens = make(session(.refreshToken, secret: nil, refreshTokenFile: file), endpoint: endpoint)
-        _ = try await tokens.token(timeout: .seconds(5))
+        _ = try await tokens.token(timeout: .seconds(20))
         let call = try #require(endpoint.calls.first)
         #expect(call.basicAuth == nil)
         #expect(call.field("grant_type") == "refresh_token")
@@ -59,7 +59,7 @@ struct TokenSessionTests {
         let file = try dir.write("user.token", "stored-refresh\n")
         let endpoint = FakeTokenEndpoint(clock: clock)
         let tokens = make(session(.refreshToken, refreshTokenFile: file), endpoint: endpoint)
-        _ = try await tokens.token(timeout: .seconds(5))
+        _ = try await tokens.token(timeout: .seconds(20))
         let call = try #require(endpoint.calls.first)
         #expect(call.basicAuth?.password == "s3cret-client-secret")
         #expect(call.field("client_id") == nil)
@@ -68,7 +68,7 @@ struct TokenSessionTests {
     @Test func pastTheSoftDeadlineTheCachedTokenServesWhileOneBackgroundRefreshRuns() async throws {
         let endpoint = FakeTokenEndpoint(clock: clock, fallback: .grant(expiresIn: 3))
         let tokens = make(endpoint: endpoint)
-        let first = try await tokens.token(timeout: .seconds(5))
+        let first = try await tokens.token(timeout: .seconds(20))
         #expect(first.generation == 1)
         // refresh_before 5m, lifetime 3 s: the soft deadline is 1.5 s before expiry.
         clock.advance(by: 1.6)
@@ -83,7 +83,7 @@ struct TokenSessionTests {
         endpoint.release()
         #expect(await eventually { tokens.state.withLockedValue { $0.cached?.generation } == 2 })
         clock.advance(by: 1.5)  // past the first token's expiry
-        let after = try await tokens.token(timeout: .seconds(5))
+        let after = try await tokens.token(timeout: .seconds(20))
         #expect(after.generation == 2)
         #expect(endpoint.callCount == 2)
     }
@@ -91,15 +91,15 @@ struct TokenSessionTests {
     @Test func rateLimitedRefreshWaitsForRetryAfterWhileTheCachedTokenServes() async throws {
         let endpoint = FakeTokenEndpoint(clock: clock)
         let tokens = make(endpoint: endpoint)
-        _ = try await tokens.token(timeout: .seconds(5))
+        _ = try await tokens.token(timeout: .seconds(20))
         clock.advance(by: 3400)  // past the soft deadline (3600 s lifetime, 5 m ahead)
         endpoint.script(.status(429, json: "{}", headers: [("Retry-After", "2")]))
-        #expect(try await tokens.token(timeout: .seconds(5)).generation == 1)
+        #expect(try await tokens.token(timeout: .seconds(20)).generation == 1)
         #expect(await eventually { recorder.results.count == 2 })
         #expect(recorder.results == [.success, .rateLimited])
         // Longer than any first jittered backoff (≤ 1 s): only Retry-After holds the retry back.
         for _ in 0..<12 {
-            #expect(try await tokens.token(timeout: .seconds(5)).generation == 1)
+            #expect(try await tokens.token(timeout: .seconds(20)).generation == 1)
             try await Task.sleep(for: .milliseconds(100))
         }
         #expect(endpoint.callCount == 2)
@@ -113,15 +113,15 @@ struct TokenSessionTests {
     @Test func failedRefreshBacksOffAndRetriesWhileTheCachedTokenServes() async throws {
         let endpoint = FakeTokenEndpoint(clock: clock)
         let tokens = make(endpoint: endpoint)
-        _ = try await tokens.token(timeout: .seconds(5))
+        _ = try await tokens.token(timeout: .seconds(20))
         clock.advance(by: 3400)
         endpoint.script(.status(500, json: "{}"), .unreachable)
-        #expect(try await tokens.token(timeout: .seconds(5)).generation == 1)
+        #expect(try await tokens.token(timeout: .seconds(20)).generation == 1)
         // Each retry only after its jittered backoff (≤ 1 s, then ≤ 2 s of the clock).
         #expect(await eventually(timeout: .seconds(10)) { recorder.results.count == 4 })
         #expect(recorder.results == [.success, .failure, .failure, .success])
         #expect(endpoint.callCount == 4)
-        #expect(try await tokens.token(timeout: .seconds(5)).generation == 2)
+        #expect(try await tokens.token(timeout: .seconds(20)).generation == 2)
         #expect(endpoint.maxConcurrentCalls == 1)
     }
 
@@ -133,15 +133,15 @@ struct TokenSessionTests {
         #expect(tokens.status == .unavailable(reason: "token endpoint unreachable"))
         // The accounts service recovers: the next caller gets a token.
         endpoint.setFallback(.grant(expiresIn: 3600))
-        #expect(try await tokens.token(timeout: .seconds(5)).generation == 1)
+        #expect(try await tokens.token(timeout: .seconds(20)).generation == 1)
     }
 
     @Test func aRetryAfterBeyondTheCallersTimeoutFailsFast() async throws {
         let endpoint = FakeTokenEndpoint(clock: clock, fallback: .status(429, json: "{}", headers: [("Retry-After", "30")]))
         let tokens = make(endpoint: endpoint)
-        await #expect(throws: TokenError.self) { try await tokens.token(timeout: .seconds(5)) }
+        await #expect(throws: TokenError.self) { try await tokens.token(timeout: .seconds(20)) }
         do {
-            _ = try await tokens.token(timeout: .seconds(5))
+            _ = try await tokens.token(timeout: .seconds(20))
             Issue.record("expected rateLimited")
         } catch TokenError.rateLimited(let until) {
             #expect(until.timeIntervalSince(clock.now) > 25)
@@ -153,7 +153,7 @@ struct TokenSessionTests {
         let endpoint = FakeTokenEndpoint(clock: clock, fallback: .status(400, json: #"{"error": "invalid_client", "error_description": "Invalid client secret"}"#))
         let tokens = make(endpoint: endpoint)
         for _ in 0..<20 {
-            await #expect(throws: TokenError.invalidClient) { try await tokens.token(timeout: .seconds(5)) }
+            await #expect(throws: TokenError.invalidClient) { try await tokens.token(timeout: .seconds(20)) }
         }
         try await Task.sleep(for: .milliseconds(500))
         #expect(endpoint.callCount == 1)
@@ -162,8 +162,8 @@ struct TokenSessionTests {
         #expect(logs.all.filter { $0.hasPrefix("error") && $0.contains("invalid_client") }.count == 1)
         // A minute later one call is allowed, then fail fast again.
         clock.advance(by: 61)
-        await #expect(throws: TokenError.invalidClient) { try await tokens.token(timeout: .seconds(5)) }
-        await #expect(throws: TokenError.invalidClient) { try await tokens.token(timeout: .seconds(5)) }
+        await #expect(throws: TokenError.invalidClient) { try await tokens.token(timeout: .seconds(20)) }
+        await #expect(throws: TokenError.invalidClient) { try await tokens.token(timeout: .seconds(20)) }
         #expect(endpoint.callCount == 2)
     }
 
@@ -173,13 +173,13 @@ struct TokenSessionTests {
         let endpoint = FakeTokenEndpoint(clock: clock)
         endpoint.script(.status(400, json: #"{"error": "invalid_client"}"#))
         let tokens = make(session(secret: .file(secretFile)), endpoint: endpoint)
-        await #expect(throws: TokenError.invalidClient) { try await tokens.token(timeout: .seconds(5)) }
+        await #expect(throws: TokenError.invalidClient) { try await tokens.token(timeout: .seconds(20)) }
         clock.advance(by: 2)
-        await #expect(throws: TokenError.invalidClient) { try await tokens.token(timeout: .seconds(5)) }
+        await #expect(throws: TokenError.invalidClient) { try await tokens.token(timeout: .seconds(20)) }
         #expect(endpoint.callCount == 1)
         try dir.write("secret", "right\n")
         clock.advance(by: 2)
-        #expect(try await tokens.token(timeout: .seconds(5)).generation == 1)
+        #expect(try await tokens.token(timeout: .seconds(20)).generation == 1)
         #expect(endpoint.calls.last?.basicAuth?.password == "right")
         #expect(tokens.status == .ok)
     }
@@ -190,13 +190,13 @@ struct TokenSessionTests {
         let before = fileBytes(file)
         let endpoint = FakeTokenEndpoint(clock: clock, fallback: .status(400, json: #"{"error": "invalid_grant", "error_description": "Refresh token revoked"}"#))
         let tokens = make(session(.refreshToken, refreshTokenFile: file), endpoint: endpoint)
-        await #expect(throws: TokenError.needsReauthorization(reason: "invalid_grant")) { try await tokens.token(timeout: .seconds(5)) }
+        await #expect(throws: TokenError.needsReauthorization(reason: "invalid_grant")) { try await tokens.token(timeout: .seconds(20)) }
         #expect(tokens.status == .needsReauthorization(reason: "invalid_grant"))
         #expect(recorder.results == [.invalidGrant])
         #expect(fileBytes(file) == before)
         clock.advance(by: 600)  // no periodic retry for a dead refresh token
         for _ in 0..<10 {
-            await #expect(throws: TokenError.needsReauthorization(reason: "invalid_grant")) { try await tokens.token(timeout: .seconds(5)) }
+            await #expect(throws: TokenError.needsReauthorization(reason: "invalid_grant")) { try await tokens.token(timeout: .seconds(20)) }
         }
         #expect(endpoint.callCount == 1)
         #expect(fileBytes(file) == before)
@@ -204,7 +204,7 @@ struct TokenSessionTests {
         endpoint.setFallback(.grant(expiresIn: 3600))
         try dir.write("user.token", "new-refresh\n")
         clock.advance(by: 2)
-        #expect(try await tokens.token(timeout: .seconds(5)).generation == 1)
+        #expect(try await tokens.token(timeout: .seconds(20)).generation == 1)
         #expect(endpoint.calls.last?.field("refresh_token") == "new-refresh")
     }
 
@@ -212,7 +212,7 @@ struct TokenSessionTests {
         let dir = try TemporaryDirectory()
         let endpoint = FakeTokenEndpoint(clock: clock)
         let tokens = make(session(.refreshToken, refreshTokenFile: dir.file("absent.token")), endpoint: endpoint)
-        await #expect(throws: TokenError.self) { try await tokens.token(timeout: .seconds(5)) }
+        await #expect(throws: TokenError.self) { try await tokens.token(timeout: .seconds(20)) }
         guard case .needsReauthorization(let reason) = tokens.status else { Issue.record("status \(tokens.status)"); return }
         #expect(reason.contains("spotify login app"))
         #expect(endpoint.callCount == 0)
@@ -226,7 +226,7 @@ struct TokenSessionTests {
         let seenAtRotation = NIOLockedBox<[String]>([])
         recorder.onIssued.withLockedValue { $0 = { seenAtRotation.append(String(decoding: fileBytes(file), as: UTF8.self)) } }
         let tokens = make(session(.refreshToken, refreshTokenFile: file), endpoint: endpoint)
-        let token = try await tokens.token(timeout: .seconds(5))
+        let token = try await tokens.token(timeout: .seconds(20))
         #expect(token.reveal() == "access-1")
         #expect(fileBytes(file) == Array("refresh-1\n".utf8))
         #expect(fileMode(file) == 0o600)
@@ -235,7 +235,7 @@ struct TokenSessionTests {
         #expect(seenAtRotation.all.last == "refresh-1\n")
         #expect(recorder.issued.count >= 2)  // the file's mtime at start, then the rotation
         tokens.invalidate(generation: 1)
-        _ = try await tokens.token(timeout: .seconds(5))
+        _ = try await tokens.token(timeout: .seconds(20))
         #expect(endpoint.calls[1].field("refresh_token") == "refresh-1")
         #expect(fileBytes(file) == Array("refresh-2\n".utf8))
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["user.token"])  // no temp files left
@@ -248,7 +248,7 @@ struct TokenSessionTests {
         let mtime = try FileManager.default.attributesOfItem(atPath: file)[.modificationDate] as? Date
         let endpoint = FakeTokenEndpoint(clock: clock, fallback: .grant(expiresIn: 3600, rotate: false))
         let tokens = make(session(.refreshToken, refreshTokenFile: file), endpoint: endpoint)
-        _ = try await tokens.token(timeout: .seconds(5))
+        _ = try await tokens.token(timeout: .seconds(20))
         #expect(endpoint.calls[0].field("refresh_token") == "refresh-0")
         #expect(fileBytes(file) == before)
         #expect(try FileManager.default.attributesOfItem(atPath: file)[.modificationDate] as? Date == mtime)
@@ -260,23 +260,23 @@ struct TokenSessionTests {
     @Test func invalidateDropsOnlyTheCurrentGeneration() async throws {
         let endpoint = FakeTokenEndpoint(clock: clock)
         let tokens = make(endpoint: endpoint)
-        #expect(try await tokens.token(timeout: .seconds(5)).generation == 1)
+        #expect(try await tokens.token(timeout: .seconds(20)).generation == 1)
         tokens.invalidate(generation: 1)
         let generations = try await withThrowingTaskGroup(of: Int.self) { group in
-            for _ in 0..<20 { group.addTask { try await tokens.token(timeout: .seconds(5)).generation } }
+            for _ in 0..<20 { group.addTask { try await tokens.token(timeout: .seconds(20)).generation } }
             return try await group.reduce(into: [Int]()) { $0.append($1) }
         }
         #expect(generations == Array(repeating: 2, count: 20))
         #expect(endpoint.callCount == 2)
         tokens.invalidate(generation: 1)  // a late 401 for the old token
-        #expect(try await tokens.token(timeout: .seconds(5)).generation == 2)
+        #expect(try await tokens.token(timeout: .seconds(20)).generation == 2)
         #expect(endpoint.callCount == 2)
     }
 
     @Test func anUnknownOAuthErrorIsAConfigurationErrorButA5xxIsRetried() async throws {
         let endpoint = FakeTokenEndpoint(clock: clock, fallback: .status(400, json: #"{"error": "unsupported_grant_type"}"#))
         let tokens = make(endpoint: endpoint)
-        await #expect(throws: TokenError.misconfigured(reason: "unsupported_grant_type")) { try await tokens.token(timeout: .seconds(5)) }
+        await #expect(throws: TokenError.misconfigured(reason: "unsupported_grant_type")) { try await tokens.token(timeout: .seconds(20)) }
         #expect(tokens.status == .misconfigured(reason: "unsupported_grant_type"))
         #expect(endpoint.callCount == 1)
     }
@@ -317,7 +317,7 @@ struct TokenSessionTests {
                                    sessions: ["app": session(), "user": user], swap: nil)
         let all = TokenSessions(config: config, endpoint: endpoint, clock: clock.function, logger: logs.logger)
         #expect(all.readinessDetails.isEmpty)
-        await #expect(throws: TokenError.self) { try await all.session(named: "user")!.token(timeout: .seconds(5)) }
+        await #expect(throws: TokenError.self) { try await all.session(named: "user")!.token(timeout: .seconds(20)) }
         #expect(all.readinessDetails == ["spotify session user needs re-authorisation (invalid_grant)"])
         #expect(all.session(named: "nope") == nil)
     }
