@@ -141,4 +141,26 @@ struct SwapEndToEndTests {
         #expect(Int(retryAfter ?? "") ?? 0 >= 1)
         #expect(try stack.metrics().contains(#"swap_requests_total{endpoint="refresh",result="rate_limited"}"#))
     }
+
+    @Test func aKeyThatIsNot32BytesStopsRunAtStart() throws {
+        let dir = try TemporaryDirectory("pinproxy-swap-key")
+        try dir.write("secret.txt", "s\n")
+        try dir.write("swap.key", Data(repeating: 1, count: 16).base64EncodedString() + "\n")
+        try dir.write("etc/policies/test.yaml", "hosts: []\n")
+        try dir.write("etc/pinproxy.yaml", """
+            listen: 127.0.0.1:0
+            admin: { listen: 127.0.0.1:0 }
+            ca: { cert: ../state/ca.pem, key: ../state/ca-key.pem }
+            policies: policies
+            spotify:
+              sessions:
+                app: { flow: client_credentials, client_id: id, client_secret_file: ../secret.txt }
+              swap: { listen: 127.0.0.1:0, session: app, redirect_uri: "my-app://cb", key_file: ../swap.key }
+            """)
+        let (status, output) = try ChildProcess.run(PinproxyBinary.path, ["run", "--config", dir.file("etc/pinproxy.yaml")],
+                                                    currentDirectory: dir.path)
+        #expect(status == 1, "\(output)")
+        #expect(output.contains("cannot start the token swap backend"))
+        #expect(output.contains("AES-256 needs 32"))
+    }
 }
