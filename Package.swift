@@ -54,6 +54,7 @@ let package = Package(
         .target(
             name: "PinproxySpotify",
             dependencies: [
+                "COpenSSL",
                 "PinproxyPolicy",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -92,6 +93,7 @@ let package = Package(
             dependencies: [
                 "PinproxyMetrics",
                 "PinproxyPolicy",
+                "PinproxySpotify",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

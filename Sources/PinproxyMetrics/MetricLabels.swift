@@ -123,4 +123,6 @@ public enum SwapResult: String, Sendable, Hashable, CaseIterable {
     case badRequest = "bad_request"
     /// The accounts service could not be reached.
     case unavailable
+    /// The client went over its rate limit on the swap listener: 429.
+    case rateLimited = "rate_limited"
 }

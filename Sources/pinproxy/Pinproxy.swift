@@ -8,5 +8,5 @@ struct Pinproxy: AsyncParsableCommand {
         commandName: "pinproxy",
         abstract: "A configuration-driven pinning egress proxy.",
         version: version,
-        subcommands: [RunCommand.self, CheckCommand.self, PinCommand.self, CACommand.self])
+        subcommands: [RunCommand.self, CheckCommand.self, PinCommand.self, CACommand.self, SpotifyCommand.self])
 }

@@ -91,14 +91,29 @@ struct RunCommand: AsyncParsableCommand {
             providers: .init(readiness: { readiness.status }, readinessDetails: { sessions.readinessDetails }, probe: { pattern in
                 proxy.probes.result(for: pattern).map { ProbeStatus(success: $0.success, at: $0.at, leafNotAfter: $0.leafNotAfter) }
             }))
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: proxy),
+            .init(service: admin),
+            .init(service: proxy.probes),
+            .init(service: PolicyFileWatcher(store: store)),
+            .init(service: PolicyReloadSignalService(store: store)),
+        ]
+        // The token swap backend: its own listener, its accounts calls through the proxy's path.
+        if let swapConfig = settings.spotify.swap {
+            let swap: TokenSwap
+            do {
+                swap = try TokenSwap(
+                    config: settings.spotify,
+                    endpoint: ProxiedTokenEndpoint(proxy: proxy, accounts: settings.spotify.accounts, timeout: settings.spotify.tokenTimeout),
+                    logger: Logger(label: "pinproxy.swap"))
+            } catch {
+                logger.critical("cannot start the token swap backend", metadata: ["error": "\(error)"])
+                throw ExitCode(1)
+            }
+            services.append(.init(service: SwapServer(listen: swapConfig.listen, swap: swap, metrics: metrics)))
+        }
         let group = ServiceGroup(configuration: .init(
-            services: [
-                .init(service: proxy),
-                .init(service: admin),
-                .init(service: proxy.probes),
-                .init(service: PolicyFileWatcher(store: store)),
-                .init(service: PolicyReloadSignalService(store: store)),
-            ],
+            services: services,
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger))
         try await group.run()

@@ -25,6 +25,8 @@ public final class MockAccounts: Sendable {
         /// Spotify answers 400; RFC 6749 allows 401 when Basic auth failed.
         public var invalidClientStatus = 400
         public var tokenType = "Bearer"
+        /// `GET /authorize` sends the browser back with `error=access_denied` (the user said no).
+        public var denyAuthorization = false
     }
 
     public struct Counters: Sendable {
@@ -33,6 +35,8 @@ public final class MockAccounts: Sendable {
         public var byGrantType: [String: Int] = [:]
         public var lastIssuedAccessToken: String?
         public var lastIssuedRefreshToken: String?
+        /// `GET /authorize` requests answered with a redirect.
+        public var authorizeRequests = 0
     }
 
     private struct State {
@@ -103,6 +107,7 @@ public final class MockAccounts: Sendable {
     private func handle(_ request: MockRequest) -> MockAction {
         state.withLockedValue { state in
             if state.behaviour.down { return .close }
+            if request.path == "/authorize", request.method == "GET" { return .respond(authorize(request, &state)) }
             guard request.path == "/api/token" else { return .respond(Self.error(404, "not_found", "Not found")) }
             guard request.method == "POST" else { return .respond(Self.error(405, "invalid_request", "Method not allowed")) }
             let contentType = request.header("Content-Type")?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
@@ -161,6 +166,31 @@ public final class MockAccounts: Sendable {
                 return .respond(Self.error(400, "unsupported_grant_type", "grant_type parameter is invalid"))
             }
         }
+    }
+
+    /// `GET /authorize`: the user consents at once (or refuses, with
+    /// `denyAuthorization`) and the browser is sent to `redirect_uri` with a
+    /// code registered for the PKCE challenge, and the `state` as given.
+    private func authorize(_ request: MockRequest, _ state: inout State) -> MockResponse {
+        let query = FormURLEncoding.decode(Array((request.query ?? "").utf8))
+        func field(_ name: String) -> String? { query.first { $0.0 == name }?.1 }
+        guard field("client_id") == clientID else { return Self.error(400, "invalid_client", "Invalid client") }
+        guard field("response_type") == "code", let redirectURI = field("redirect_uri") else {
+            return Self.error(400, "invalid_request", "response_type code and redirect_uri are required")
+        }
+        state.counters.authorizeRequests += 1
+        var parameters: [(String, String)]
+        if state.behaviour.denyAuthorization {
+            parameters = [("error", "access_denied")]
+        } else {
+            let code = Self.mint("code", &state.serial)
+            state.codes[code] = (redirectURI, field("code_challenge_method") == "S256" ? field("code_challenge") : nil)
+            parameters = [("code", code)]
+        }
+        if let given = field("state") { parameters.append(("state", given)) }
+        let separator = redirectURI.contains("?") ? "&" : "?"
+        let location = redirectURI + separator + FormURLEncoding.encode(parameters)
+        return MockResponse(status: 302, headers: [("Location", location)])
     }
 
     /// HTTP Basic `client_id:client_secret`; without it (PKCE), `client_id` in

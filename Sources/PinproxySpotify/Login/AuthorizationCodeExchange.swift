@@ -1,0 +1,72 @@
+import Foundation
+import PinproxyPolicy
+
+/// The end of `pinproxy spotify login`: the redirect's code (and the PKCE
+/// verifier) exchanged at the token endpoint, the refresh token stored in the
+/// session's `refresh_token_file` (raw value and a newline, 0600, atomic).
+public struct AuthorizationCodeExchange: Sendable {
+    let session: SpotifySession
+    let endpoint: any TokenEndpoint
+
+    public enum Failure: Error, Equatable, CustomStringConvertible {
+        case misconfigured(String)
+        case unreachable(String)
+        /// The accounts service refused: its status and `error` code.
+        case refused(status: Int, error: String?)
+        case noRefreshToken
+        case store(String)
+
+        public var description: String {
+            switch self {
+            case .misconfigured(let reason): return reason
+            case .unreachable(let reason): return "no answer from the accounts service through its policy: \(reason)"
+            case .refused(let status, let error): return "the accounts service refused the code: HTTP \(status)\(error.map { " \($0)" } ?? "")"
+            case .noRefreshToken: return "the accounts service answered without a refresh_token"
+            case .store(let reason): return "cannot store the refresh token: \(reason)"
+            }
+        }
+    }
+
+    public init(session: SpotifySession, endpoint: any TokenEndpoint) {
+        self.session = session
+        self.endpoint = endpoint
+    }
+
+    /// Exchanges `code` and stores the refresh token. Returns the path written.
+    public func exchange(code: String, verifier: String) async throws(Failure) -> String {
+        guard let path = session.refreshTokenFile else {
+            throw .misconfigured("session \(session.name) has no refresh_token_file")
+        }
+        guard let redirectURI = session.redirectURI else {
+            throw .misconfigured("session \(session.name) has no redirect_uri")
+        }
+        var form = [("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirectURI), ("code_verifier", verifier)]
+        var basicAuth: (user: String, password: String)?
+        switch session.clientSecret {
+        case nil: form.append(("client_id", session.clientID))
+        case .inline(let secret): basicAuth = (session.clientID, secret.reveal())
+        case .file(let secretPath):
+            switch SecretFile.read(secretPath) {
+            case .success(let secret): basicAuth = (session.clientID, secret)
+            case .failure(let error): throw .misconfigured("client secret file \(secretPath): \(error)")
+            }
+        }
+        let response: TokenEndpointResponse
+        do {
+            response = try await endpoint.requestToken(form: form, basicAuth: basicAuth)
+        } catch {
+            throw .unreachable("\(error)")
+        }
+        let object = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
+        guard (200..<300).contains(response.status) else {
+            throw .refused(status: response.status, error: object?["error"] as? String)
+        }
+        guard let token = object?["refresh_token"] as? String, !token.isEmpty else { throw .noRefreshToken }
+        do {
+            try RefreshTokenStore(path: path).replace(with: Secret(token))
+        } catch {
+            throw .store("\(error)")
+        }
+        return path
+    }
+}

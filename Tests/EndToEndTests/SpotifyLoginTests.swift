@@ -1,0 +1,168 @@
+import Foundation
+import PinproxyTestSupport
+import Testing
+
+/// `pinproxy spotify login` against the accounts mock, the browser played by
+/// curl following the authorize redirect; then a `run` with the same config
+/// serves tokens from the stored refresh token.
+@Suite("spotify login end to end", .serialized, .blockingWork)
+struct SpotifyLoginTests {
+    final class Setup: @unchecked Sendable {
+        let dir: TemporaryDirectory
+        let pki: TestPKI
+        let accounts: MockAccounts
+        let api: MockWebAPI
+        let loginPort: Int
+        let tokenFile: String
+        let policies: String
+        let mainConfig: String
+
+        init(withSecret: Bool, accountsPinned: Bool = true) async throws {
+            dir = try TemporaryDirectory("pinproxy-login")
+            pki = try TestPKI.make(in: dir, names: ["accounts.spotify.test", "api.spotify.test"])
+            accounts = try await MockAccounts(chainFile: pki.chainFile, keyFile: pki.leafKey)
+            api = try await MockWebAPI(chainFile: pki.chainFile, keyFile: pki.leafKey, accounts: accounts)
+            try dir.write("secret.txt", accounts.clientSecret + "\n")
+            tokenFile = dir.file("user.token")
+            loginPort = try Self.unusedPort()
+            let pins = "[{pin: \"\(try TestPKI.opensslSPKIPin(pki.intermediateCertificate))\"}, {pin: \"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\"}]"
+            policies = """
+                hosts:
+                  - match: accounts.spotify.test
+                    action: intercept
+                    upstream: 127.0.0.1:\(accounts.port)
+                    tls: { ca_file: \(pki.rootCertificate) }
+                    probe_interval: 0
+                    pins: { spki_sha256: \(accountsPinned ? pins : "[{pin: \"BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB=\"}, {pin: \"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\"}]") }
+                  - match: api.spotify.test
+                    action: intercept
+                    upstream: 127.0.0.1:\(api.port)
+                    tls: { ca_file: \(pki.rootCertificate) }
+                    probe_interval: 0
+                    pins: { spki_sha256: \(pins) }
+                    auth: { spotify: user }
+                """
+            mainConfig = """
+                listen: 127.0.0.1:0
+                admin:
+                  listen: 127.0.0.1:0
+                ca:
+                  cert: ../state/ca.pem
+                  key: ../state/ca-key.pem
+                policies: policies
+                network:
+                  allow: [127.0.0.0/8]
+                spotify:
+                  accounts: https://accounts.spotify.test
+                  token_timeout: 3s
+                  sessions:
+                    user:
+                      flow: refresh_token
+                      client_id: \(accounts.clientID)
+                \(withSecret ? "      client_secret_file: ../secret.txt\n" : "")      refresh_token_file: ../user.token
+                      redirect_uri: http://127.0.0.1:\(loginPort)/callback
+                """
+            try dir.write("etc/pinproxy.yaml", mainConfig)
+            try dir.write("etc/policies/test.yaml", policies)
+        }
+
+        /// Starts `spotify login user`; returns it and the authorize URL it printed.
+        func startLogin() throws -> (ChildProcess, String) {
+            let login = try ChildProcess(PinproxyBinary.path, ["spotify", "login", "user", "--config", dir.file("etc/pinproxy.yaml")],
+                                         directory: dir, name: "login", currentDirectory: dir.path)
+            let url = try login.waitForOutput(timeout: 20) { output in
+                output.split(separator: "\n").first { $0.hasPrefix("https://accounts.spotify.test/authorize?") }.map(String.init)
+            }
+            // The URL is printed before the listener is up only by a few milliseconds.
+            _ = try login.waitForOutput(timeout: 20) { $0.contains("Waiting for the redirect") ? true : nil }
+            return (login, url)
+        }
+
+        /// The browser: open the URL, follow the redirect to the callback.
+        func browse(_ url: String) throws -> CurlResult {
+            try Curl.run(url, proxyURL: nil, caFile: pki.rootCertificate,
+                         extra: ["-L", "--connect-to", "accounts.spotify.test:443:127.0.0.1:\(accounts.port)"], directory: dir)
+        }
+
+        static func unusedPort() throws -> Int {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(fd) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let ok = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+            }
+            guard ok else { throw TestSupportError("cannot find a free port") }
+            return Int(UInt16(bigEndian: address.sin_port))
+        }
+    }
+
+    @Test func aPKCELoginStoresTheRefreshTokenAndRunServesTokensWithIt() async throws {
+        let setup = try await Setup(withSecret: false)
+        let (login, url) = try setup.startLogin()
+        #expect(url.contains("response_type=code"))
+        #expect(url.contains("code_challenge_method=S256"))
+        #expect(url.contains("redirect_uri=http%3A%2F%2F127.0.0.1%3A\(setup.loginPort)%2Fcallback"))
+        #expect(url.contains("state="))
+        let page = try setup.browse(url)
+        #expect(page.status == 200, "\(page.body)")
+        #expect(page.body.contains("authorised"))
+        #expect(login.waitForExit(timeout: 20) == 0, "\(login.outputText)")
+
+        let issued = try #require(setup.accounts.counters.lastIssuedRefreshToken)
+        #expect(try String(contentsOfFile: setup.tokenFile, encoding: .utf8) == issued + "\n")
+        var info = stat()
+        stat(setup.tokenFile, &info)
+        #expect(info.st_mode & 0o777 == 0o600)
+        #expect(!login.outputText.contains(issued), "the refresh token is not printed")
+
+        let proxy = try ProxyHarness(policies: setup.policies, mainConfig: setup.mainConfig, directory: setup.dir)
+        let result = try Curl.run("https://api.spotify.test/v1/me", proxy: proxy, directory: setup.dir)
+        #expect(result.status == 200, "\(result.body) \(proxy.log)")
+        #expect(setup.accounts.counters.byGrantType["refresh_token"] == 1)
+        #expect(setup.api.authorizationHeaders.last == "Bearer \(setup.accounts.counters.lastIssuedAccessToken ?? "?")")
+    }
+
+    @Test func aLoginWithAClientSecretUsesBasicAuth() async throws {
+        let setup = try await Setup(withSecret: true)
+        let (login, url) = try setup.startLogin()
+        #expect(try setup.browse(url).status == 200)
+        #expect(login.waitForExit(timeout: 20) == 0, "\(login.outputText)")
+        #expect(try String(contentsOfFile: setup.tokenFile, encoding: .utf8) == (setup.accounts.counters.lastIssuedRefreshToken ?? "?") + "\n")
+    }
+
+    @Test func aForeignStateIsRefusedAndNothingIsStored() async throws {
+        let setup = try await Setup(withSecret: false)
+        let (login, _) = try setup.startLogin()
+        let forged = try Curl.run("http://127.0.0.1:\(setup.loginPort)/callback?code=stolen&state=not-ours", proxyURL: nil, caFile: nil, directory: setup.dir)
+        #expect(forged.status == 400)
+        let status = login.waitForExit(timeout: 20)
+        #expect(status != nil && status != 0)
+        #expect(login.outputText.contains("state does not match"))
+        #expect(!FileManager.default.fileExists(atPath: setup.tokenFile))
+        #expect(setup.accounts.counters.tokenRequests == 0)
+    }
+
+    @Test func aRefusalInTheBrowserExitsNonZero() async throws {
+        let setup = try await Setup(withSecret: false)
+        setup.accounts.update { $0.denyAuthorization = true }
+        let (login, url) = try setup.startLogin()
+        #expect(try setup.browse(url).status == 400)
+        let status = login.waitForExit(timeout: 20)
+        #expect(status != nil && status != 0)
+        #expect(login.outputText.contains("access_denied"))
+        #expect(!FileManager.default.fileExists(atPath: setup.tokenFile))
+    }
+
+    @Test func theCodeExchangeObeysTheAccountsHostsPins() async throws {
+        let setup = try await Setup(withSecret: true, accountsPinned: false)
+        let (login, url) = try setup.startLogin()
+        #expect(try setup.browse(url).status == 400)
+        let status = login.waitForExit(timeout: 20)
+        #expect(status != nil && status != 0)
+        #expect(setup.accounts.counters.tokenRequests == 0, "the code and the secret never left pinproxy")
+        #expect(!FileManager.default.fileExists(atPath: setup.tokenFile))
+    }
+}
