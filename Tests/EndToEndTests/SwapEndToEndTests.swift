@@ -50,11 +50,7 @@ struct SwapEndToEndTests {
                     key_file: ../swap.key
                     legacy_secret_file: ../legacy.secret
                 """, directory: dir)
-            swapPort = try proxy.process.waitForOutput(timeout: 20) { output in
-                guard let line = output.split(separator: "\n").first(where: { $0.contains("\"token swap listening\"") }),
-                      let range = line.range(of: #""address":"127.0.0.1:"#) else { return nil }
-                return Int(line[range.upperBound...].prefix { $0.isNumber })
-            }
+            swapPort = try proxy.listeningPort("token swap listening")
         }
 
         func post(_ path: String, _ field: String, _ value: String) throws -> (status: Int, json: [String: Any], headers: [String: String]) {

@@ -7,14 +7,15 @@ public final class ProxyHarness: @unchecked Sendable {
     public let port: Int
     /// The admin API's port (the "admin API listening" line).
     public var adminPort: Int {
-        get throws {
-            try process.waitForOutput(timeout: 20) { output in
-                guard let line = output.split(separator: "\n").first(where: { $0.contains("\"admin API listening\"") }),
-                      let range = line.range(of: #""address":"127.0.0.1:"#) else { return nil }
-                return Int(line[range.upperBound...].prefix { $0.isNumber })
-            }
-        }
+        get throws { try listeningPort("admin API listening") }
     }
+
+    /// The port in the first log line whose message is `message` and whose
+    /// `address` is on 127.0.0.1 (pinproxy logs every listener it binds).
+    public func listeningPort(_ message: String, timeout: TimeInterval = 20) throws -> Int {
+        try Self.listeningPort(message, in: process, timeout: timeout)
+    }
+
     public var caFile: String { directory.file("state/ca.pem") }
 
     /// Writes `etc/pinproxy.yaml` (listeners on port 0 unless `mainConfig` says
@@ -31,14 +32,18 @@ public final class ProxyHarness: @unchecked Sendable {
         try dir.write("etc/policies/test.yaml", policies)
         process = try ChildProcess(PinproxyBinary.path, ["run", "--config", dir.file("etc/pinproxy.yaml")],
                                    directory: dir, name: "pinproxy", currentDirectory: dir.path)
-        port = try process.waitForOutput(timeout: 20) { output in
-            guard let line = output.split(separator: "\n").first(where: { $0.contains("\"proxy listening\"") }),
+        port = try Self.listeningPort("proxy listening", in: process, timeout: 20)
+    }
+
+    deinit { process.stop() }
+
+    private static func listeningPort(_ message: String, in process: ChildProcess, timeout: TimeInterval) throws -> Int {
+        try process.waitForOutput(timeout: timeout) { output in
+            guard let line = output.split(separator: "\n").first(where: { $0.contains("\"\(message)\"") }),
                   let range = line.range(of: #""address":"127.0.0.1:"#) else { return nil }
             return Int(line[range.upperBound...].prefix { $0.isNumber })
         }
     }
-
-    deinit { process.stop() }
 
     public var proxyURL: String { "http://127.0.0.1:\(port)" }
     public var log: String { process.outputText }
