@@ -66,12 +66,14 @@ struct TokenSessionTests {
     }
 
     @Test func pastTheSoftDeadlineTheCachedTokenServesWhileOneBackgroundRefreshRuns() async throws {
-        let endpoint = FakeTokenEndpoint(clock: clock, fallback: .grant(expiresIn: 3))
+        // The test clock is real time plus an offset: a lifetime of minutes leaves
+        // the loop below ample real time before expiry, even on a loaded machine.
+        let endpoint = FakeTokenEndpoint(clock: clock, fallback: .grant(expiresIn: 600))
         let tokens = make(endpoint: endpoint)
         let first = try await tokens.token(timeout: .seconds(20))
         #expect(first.generation == 1)
-        // refresh_before 5m, lifetime 3 s: the soft deadline is 1.5 s before expiry.
-        clock.advance(by: 1.6)
+        // refresh_before 5m, lifetime 10 min: the soft deadline is 5 min before expiry.
+        clock.advance(by: 301)
         endpoint.hold()  // a caller that waited for this refresh would hang until release
         for _ in 0..<20 {
             let served = try await tokens.token(timeout: .seconds(30))
@@ -82,7 +84,7 @@ struct TokenSessionTests {
         #expect(endpoint.maxConcurrentCalls == 1)
         endpoint.release()
         #expect(await eventually { tokens.state.withLockedValue { $0.cached?.generation } == 2 })
-        clock.advance(by: 1.5)  // past the first token's expiry
+        clock.advance(by: 300)  // past the first token's expiry
         let after = try await tokens.token(timeout: .seconds(20))
         #expect(after.generation == 2)
         #expect(endpoint.callCount == 2)
