@@ -2,7 +2,7 @@ import Foundation
 import PinproxyTestSupport
 import Testing
 
-@Suite("pinproxy pin and pinproxy ca", .blockingWork)
+@Suite("pinproxy pin and pinproxy ca")
 struct CLITests {
     @Test(arguments: TestPKI.KeyType.allCases)
     func pinPrintsTheOpenSSLRecipesPinForEveryCertificate(keyType: TestPKI.KeyType) throws {

@@ -52,7 +52,7 @@ enum Repository {
     }()
 }
 
-@Suite("Client examples through a real pinproxy", .serialized, .blockingWork)
+@Suite("Client examples through a real pinproxy", .serialized)
 struct ClientExamplesTests {
     final class Setup: @unchecked Sendable {
         let dir: TemporaryDirectory
@@ -152,7 +152,7 @@ struct ClientExamplesTests {
     }
 }
 
-@Suite("Shipped YAML and the container and Kubernetes files", .blockingWork)
+@Suite("Shipped YAML and the container and Kubernetes files")
 struct ShippedFilesTests {
     /// Every YAML file under etc/ and examples/.
     static func yamlFiles() throws -> [String] {
@@ -253,7 +253,7 @@ struct ShippedFilesTests {
     }
 }
 
-@Suite("The Dockerfile, the Kubernetes manifests and the README agree", .blockingWork)
+@Suite("The Dockerfile, the Kubernetes manifests and the README agree")
 struct ContainerAgreementTests {
     @Test func portsUserPathsAndProbes() throws {
         let docker = try Dockerfile.load()

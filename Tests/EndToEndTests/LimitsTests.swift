@@ -4,7 +4,7 @@ import Testing
 
 /// Limits and robustness: slow-loris, oversize heads, garbage, many clients,
 /// a large download to a slow reader, and SIGTERM in the middle of a response.
-@Suite("Limits, streaming and shutdown", .serialized, .blockingWork)
+@Suite("Limits, streaming and shutdown", .serialized)
 struct LimitsTests {
     final class Setup: @unchecked Sendable {
         let dir: TemporaryDirectory

@@ -4,7 +4,7 @@ import Testing
 
 /// Every pin verdict of DESIGN §3, through the proxy, with curl as the legacy
 /// app and a real `openssl s_server` as the upstream.
-@Suite("Pin verdicts through the proxy", .serialized, .blockingWork)
+@Suite("Pin verdicts through the proxy", .serialized)
 struct PinVerdictTests {
     static let names = [
         "leaf.pin.test", "intermediate.pin.test", "root.pin.test", "wrong.pin.test", "report.pin.test",

@@ -4,7 +4,7 @@ import Testing
 
 /// The HTTP a proxy owes: framing, HEAD, 100-continue, bodies both ways,
 /// queueing and timeouts, and reloads retiring pooled connections.
-@Suite("HTTP semantics through the proxy", .serialized, .blockingWork)
+@Suite("HTTP semantics through the proxy", .serialized)
 struct ProtocolTests {
     final class Setup: @unchecked Sendable {
         let dir: TemporaryDirectory
@@ -134,7 +134,7 @@ struct ProtocolTests {
     }
 }
 
-@Suite("run and check on the command line", .blockingWork)
+@Suite("run and check on the command line")
 struct RunCommandTests {
     @Test func runWithAMissingConfigFileExits2NamingIt() throws {
         let (status, _, stderr) = try PinproxyBinary.run(["run", "--config", "/nonexistent/pinproxy.yaml"])

@@ -4,7 +4,7 @@ import Testing
 
 /// The policy's action, the TLS floor, the SSRF guard, the client ACL, the
 /// Host check and upstream fallback, as a legacy app sees them through curl.
-@Suite("Routing, TLS policy and refusals", .serialized, .blockingWork)
+@Suite("Routing, TLS policy and refusals", .serialized)
 struct RoutingTests {
     final class Setup: @unchecked Sendable {
         let dir: TemporaryDirectory

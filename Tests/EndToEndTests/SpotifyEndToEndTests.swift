@@ -5,7 +5,7 @@ import Testing
 /// Spotify sessions through the real binary: the legacy app (curl) holds no
 /// secret; pinproxy fetches, caches, refreshes and attaches tokens, and its own
 /// token request obeys the accounts host's pinned policy.
-@Suite("Spotify tokens end to end", .serialized, .blockingWork)
+@Suite("Spotify tokens end to end", .serialized)
 struct SpotifyEndToEndTests {
     final class Stack: @unchecked Sendable {
         let dir: TemporaryDirectory

@@ -9,7 +9,6 @@ import Testing
 
 /// Binding: port 0 reports the real port; an address in use fails the
 /// service with the address named, and `boundAddress` does not hang.
-@Suite(.blockingWork)
 struct AdminServerLifecycleTests {
     static let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
 

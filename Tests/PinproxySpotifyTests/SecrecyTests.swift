@@ -14,9 +14,9 @@ struct SecrecyTests {
         let logs = LogCapture()
         let dir = try TemporaryDirectory()
         let file = try dir.write("user.token", "refresh-0\n")
-        let endpoint = FakeTokenEndpoint(clock: clock, fallback: .grant(expiresIn: 60, rotate: true))
+        let endpoint = FakeTokenEndpoint(clock: clock, fallback: .grant(expiresIn: 600, rotate: true))
         // Every path that logs: success with rotation, 500, unreachable, 429, invalid_client, invalid_grant.
-        endpoint.script(.grant(expiresIn: 60, rotate: true), .status(500, json: #"{"error": "server_error", "error_description": "refresh-0 access-1"}"#),
+        endpoint.script(.grant(expiresIn: 600, rotate: true), .status(500, json: #"{"error": "server_error", "error_description": "refresh-0 access-1"}"#),
                         .unreachable, .status(429, json: "{}", headers: [("Retry-After", "0")]))
         let config = SpotifySession(name: "user", flow: .refreshToken, clientID: "client-id-1", clientSecret: .inline(Secret(Self.secret)),
                                     refreshTokenFile: file)
@@ -27,7 +27,10 @@ struct SecrecyTests {
         var dumped = ""
         dump(first, to: &dumped)
         described.append(dumped)
-        clock.advance(by: 31)  // past the soft deadline: retries run while the token serves
+        // Past the soft deadline (lifetime 600 s: 300 s ahead): retries run while the
+        // token serves. A long lifetime, because the loop below pushes the test clock
+        // ahead and a loaded machine may let it run far before the retries finish.
+        clock.advance(by: 301)
         _ = try await tokens.token(timeout: .seconds(20))
         #expect(await eventually(timeout: .seconds(10)) {
             clock.advance(by: 0.05)  // through the backoff without waiting it out

@@ -100,11 +100,14 @@ struct TokenSessionTests {
         #expect(await eventually { recorder.results.count == 2 })
         #expect(recorder.results == [.success, .rateLimited])
         // Longer than any first jittered backoff (≤ 1 s): only Retry-After holds the retry back.
+        // The test clock runs in real time, so on a loaded machine the retry may come
+        // inside this loop: the cached token serves until then, and the recorded call
+        // times below prove the retry waited for Retry-After.
         for _ in 0..<12 {
-            #expect(try await tokens.token(timeout: .seconds(20)).generation == 1)
+            let generation = try await tokens.token(timeout: .seconds(20)).generation
+            #expect(generation == 1 || endpoint.callCount >= 3, "a new token only after the retry")
             try await Task.sleep(for: .milliseconds(100))
         }
-        #expect(endpoint.callCount == 2)
         clock.advance(by: 1)
         #expect(await eventually { endpoint.callCount == 3 })
         let calls = endpoint.calls

@@ -3,7 +3,7 @@ import PinproxyTestSupport
 import PinproxyTLS
 import Testing
 
-@Suite("SPKI pins, certificate hashes, and the CA's files", .blockingWork)
+@Suite("SPKI pins, certificate hashes, and the CA's files")
 struct PinAndCATests {
     @Test(arguments: TestPKI.KeyType.allCases)
     func spkiPinsMatchTheOpenSSLRecipe(keyType: TestPKI.KeyType) throws {
