@@ -123,7 +123,7 @@ struct TokenSessionTests {
         endpoint.script(.status(500, json: "{}"), .unreachable)
         #expect(try await tokens.token(timeout: .seconds(20)).generation == 1)
         // Each retry only after its jittered backoff (≤ 1 s, then ≤ 2 s of the clock).
-        #expect(await eventually(timeout: .seconds(10)) { recorder.results.count == 4 })
+        #expect(await eventually(timeout: .seconds(30)) { recorder.results.count == 4 })
         #expect(recorder.results == [.success, .failure, .failure, .success])
         #expect(endpoint.callCount == 4)
         #expect(try await tokens.token(timeout: .seconds(20)).generation == 2)
