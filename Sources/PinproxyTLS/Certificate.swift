@@ -101,8 +101,6 @@ public final class Certificate: @unchecked Sendable, Hashable, CustomStringConve
     public var notBefore: Date { Self.date(X509_get0_notBefore(ref)) }
     public var notAfter: Date { Self.date(X509_get0_notAfter(ref)) }
 
-    public var isSelfIssued: Bool { X509_check_issued(ref, ref) == X509_V_OK }
-
     /// DNS names and IP addresses of the subjectAltName extension.
     public var subjectAlternativeNames: [String] {
         guard let raw = X509_get_ext_d2i(ref, NID_subject_alt_name, nil, nil) else { return [] }

@@ -93,15 +93,21 @@ public final class CertificateAuthority: Sendable {
     /// The leaf for `name` (a DNS name or an IP literal), from the cache while
     /// it has more than a day left, else freshly minted. Thread-safe.
     public func leaf(for name: String, now: Date = Date()) throws -> TLSCertifiedKey {
+        try leafReportingMint(for: name, now: now).leaf
+    }
+
+    /// `leaf(for:)`, and whether this call minted it (for the
+    /// `minted_certificates_total` metric; other threads may mint meanwhile).
+    public func leafReportingMint(for name: String, now: Date = Date()) throws -> (leaf: TLSCertifiedKey, minted: Bool) {
         let normalized = Self.normalize(name)
         if let cached = cache.withLockedValue({ $0.value(for: normalized) }),
            cached.chain[0].notAfter.timeIntervalSince(now) > 86_400 {
-            return cached
+            return (cached, false)
         }
         let certified = TLSCertifiedKey(chain: [try mint(normalized, now: now)], privateKey: leafKey)
         _ = cache.withLockedValue { $0.set(certified, for: normalized) }
         minted.withLockedValue { $0 += 1 }
-        return certified
+        return (certified, true)
     }
 
     /// How many leaves were minted (not served from cache) since start.

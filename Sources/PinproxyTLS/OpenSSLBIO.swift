@@ -30,13 +30,6 @@ enum MemoryBIO {
     }
 }
 
-extension Array where Element == UInt8 {
-    /// Standard base64, the encoding of RFC 7469 pins.
-    var base64: String {
-        Base64.encode(self)
-    }
-}
-
 /// Base64 without Foundation's Data round trips; pins are hashed often.
 enum Base64 {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)

@@ -22,15 +22,6 @@ public final class PrivateKey: @unchecked Sendable, Hashable {
         return PrivateKey(takingOwnershipOf: key)
     }
 
-    /// A fresh RSA key (tests and benchmarks that need RSA chains).
-    public static func generateRSA(bits: Int = 2048) throws -> PrivateKey {
-        OpenSSLErrorQueue.clear()
-        guard let key = CPinproxy_EVP_RSA_gen(UInt32(bits)) else {
-            throw TLSError.configuration(OpenSSLErrorQueue.drainReason(or: "RSA key generation failed"))
-        }
-        return PrivateKey(takingOwnershipOf: key)
-    }
-
     /// Parses a PEM private key (PKCS#8, or traditional EC/RSA).
     public convenience init(pemBytes: [UInt8]) throws {
         let key: OpaquePointer = try MemoryBIO.withReadOnly(pemBytes) { bio in

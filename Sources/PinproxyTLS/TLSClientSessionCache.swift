@@ -52,6 +52,4 @@ final class TLSClientSessionCache: @unchecked Sendable {
             }
         }
     }
-
-    var count: Int { state.withLockedValue { $0.sessions.count } }
 }

@@ -90,9 +90,8 @@ extension HTTPProxyHandler {
                 ])
             }
             return loop.makeCompletedFuture {
-                let before = services.ca.mintedCount
-                let leaf = try services.ca.leaf(for: host)
-                if services.ca.mintedCount > before { services.instrumentation.mintedCertificate() }
+                let (leaf, minted) = try services.ca.leafReportingMint(for: host)
+                if minted { services.instrumentation.mintedCertificate() }
                 return leaf
             }
         }

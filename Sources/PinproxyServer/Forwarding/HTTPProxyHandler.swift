@@ -672,8 +672,6 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
 
     // MARK: For the CONNECT extension
 
-    var channelContext: ChannelHandlerContext? { context }
-
     func enterUpgrading() {
         state = .upgrading
     }

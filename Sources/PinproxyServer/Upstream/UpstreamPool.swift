@@ -231,14 +231,6 @@ final class UpstreamPool: @unchecked Sendable {
         retired.forEach { $0.close() }
     }
 
-    /// (open, idle) for a key: tests and /policies.
-    func counts(_ key: Key) -> (open: Int, idle: Int) {
-        state.withLockedValue { state in
-            let entry = state.entries[key]
-            return (entry?.open ?? 0, entry?.idle.count ?? 0)
-        }
-    }
-
     /// Closes every idle connection (shutdown).
     func closeIdle() {
         let all: [UpstreamConnection] = state.withLockedValue { state in
