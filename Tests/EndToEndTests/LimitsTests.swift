@@ -161,8 +161,7 @@ struct LimitsTests {
             "-sS", "--proxy", proxy.proxyURL, "--cacert", proxy.caFile, "-w", "\nstatus=%{http_code}", "https://api.test/slow/2000",
         ], directory: dir, name: "curl-slow")
         // Wait until the upstream holds the request, then ask pinproxy to stop.
-        let deadline = Date().addingTimeInterval(10)
-        while upstream.requests.withLockedValue({ !$0.contains("GET /slow/2000") }) && Date() < deadline { usleep(20_000) }
+        _ = pollUntil(every: 0.02) { upstream.requests.withLockedValue { $0.contains("GET /slow/2000") } }
         proxy.process.signal(SIGTERM)
         let curlStatus = curl.waitForExit(timeout: 20)
         let proxyStatus = proxy.process.waitForExit(timeout: 20)

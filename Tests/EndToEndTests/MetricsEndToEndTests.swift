@@ -68,12 +68,7 @@ struct MetricsEndToEndTests {
             return (document?["last_reload"] as? [String: Any])?["result"] as? String
         }
         func waitForReload(_ result: String) throws -> Bool {
-            let deadline = Date().addingTimeInterval(15)
-            while Date() < deadline {
-                if try lastReload() == result { return true }
-                usleep(100_000)
-            }
-            return false
+            try pollUntil(timeout: 15, every: 0.1) { try lastReload() == result }
         }
         try dir.write("etc/policies/broken.yaml", "hosts:\n  - match: broken.test\n    action: sideways\n")
         #expect(try waitForReload("failure"))
@@ -131,12 +126,7 @@ extension MetricsEndToEndTests {
             return try PrometheusText(parsing: scrape.body).value("pinproxy_probe_success", ["host": "probe.test"])
         }
         func waitFor(_ value: Double) throws -> Bool {
-            let deadline = Date().addingTimeInterval(15)
-            while Date() < deadline {
-                if try probeSuccess() == value { return true }
-                usleep(200_000)
-            }
-            return false
+            try pollUntil(timeout: 15, every: 0.2) { try probeSuccess() == value }
         }
         #expect(try waitFor(1), "the first probe succeeds")
         let rotated = try pki.makeLeaf(named: "rotated", names: ["probe.test"])

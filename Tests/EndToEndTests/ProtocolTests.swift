@@ -98,8 +98,7 @@ struct ProtocolTests {
         let slow = try ChildProcess("/usr/bin/curl", [
             "-sS", "--proxy", s.proxy.proxyURL, "--cacert", s.proxy.caFile, "https://queue.test/slow/4000",
         ], directory: s.dir, name: "curl-queue")
-        let deadline = Date().addingTimeInterval(10)
-        while s.upstream.requests.withLockedValue({ !$0.contains("GET /slow/4000") }) && Date() < deadline { usleep(20_000) }
+        _ = pollUntil(every: 0.02) { s.upstream.requests.withLockedValue { $0.contains("GET /slow/4000") } }
         let queued = try Curl.run("https://queue.test/echo", proxy: s.proxy, directory: s.dir)
         #expect(queued.status == 503)
         #expect(queued.pinproxyError == "queue_timeout")

@@ -64,15 +64,6 @@ struct SpotifyEndToEndTests {
             try Curl.run("https://api.spotify.test\(path)", proxy: proxy, extra: extra, directory: dir)
         }
 
-        /// Waits (bounded) until `condition` holds.
-        func eventually(_ timeout: TimeInterval = 10, _ condition: () -> Bool) -> Bool {
-            let deadline = Date().addingTimeInterval(timeout)
-            while Date() < deadline {
-                if condition() { return true }
-                usleep(50_000)
-            }
-            return condition()
-        }
     }
 
     @Test func fiftyConcurrentRequestsShareOneTokenRequest() async throws {
@@ -158,7 +149,7 @@ struct SpotifyEndToEndTests {
         let rotating = try await Stack(flow: "refresh_token") { $0.update { $0.rotateRefreshTokens = true } }
         #expect(try rotating.get().status == 200)
         let issued = try #require(rotating.accounts.counters.lastIssuedRefreshToken)
-        #expect(rotating.eventually { (try? String(contentsOfFile: rotating.refreshTokenFile, encoding: .utf8)) == issued + "\n" })
+        #expect(pollUntil { (try? String(contentsOfFile: rotating.refreshTokenFile, encoding: .utf8)) == issued + "\n" })
         var info = stat()
         stat(rotating.refreshTokenFile, &info)
         #expect(info.st_mode & 0o777 == 0o600)
