@@ -1,0 +1,3 @@
+module pinproxy.bench/loadclient
+
+go 1.19
