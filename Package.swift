@@ -172,6 +172,17 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "PinproxyServerTests",
+            dependencies: [
+                "PinproxyServer",
+                "PinproxyPolicy",
+                "PinproxyTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
             name: "PinproxyMetricsTests",
             dependencies: [
                 "PinproxyMetrics",

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import NIOCore
 import NIOConcurrencyHelpers
 import PinproxyAdmin
 import PinproxyMetrics
@@ -20,6 +21,8 @@ struct RunCommand: AsyncParsableCommand {
     var config: String?
 
     func run() async throws {
+        defer { LogLineWriter.standardOutput.flush() }  // every log line out before the exit status
+        if let loops = ProcessInfo.processInfo.environment["PINPROXY_LOOPS"].flatMap(Int.init) { NIOSingletons.groupLoopCountSuggestion = loops }
         if let config, !FileManager.default.fileExists(atPath: config) {
             standardError("pinproxy run: config file \(config) does not exist")
             throw ExitCode(2)

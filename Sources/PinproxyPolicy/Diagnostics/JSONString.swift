@@ -11,6 +11,10 @@ public enum JSONString {
 
     /// `text` escaped for use between JSON quotes.
     public static func escape(_ text: String) -> String {
+        // Most text (hosts, paths, addresses) needs no escaping: return it as it is.
+        if !text.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            return text
+        }
         var out = ""
         for scalar in text.unicodeScalars {
             switch scalar {

@@ -6,8 +6,10 @@ import PinproxyTLS
 /// the policy does (pooled connections opened under another digest are retired).
 ///
 /// Fields of the spec read through directly: `policy.action`, `policy.pins`.
+/// A class: requests pass it around (exchange, dial plan, pool key), and a
+/// copy of the struct retained every field of the spec each time.
 @dynamicMemberLookup
-public struct HostPolicy: Sendable {
+public final class HostPolicy: Sendable {
     public let spec: HostPolicySpec
     /// The upstream leg's client context (min/max version, ciphers, trust, mTLS).
     public let tlsContext: TLSContext

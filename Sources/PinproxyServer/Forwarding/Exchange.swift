@@ -34,7 +34,8 @@ final class Exchange {
     var bytesUp = 0
     var bytesDown = 0
     var closeAfter: Bool
-    var responseTimer: Scheduled<Void>?
+    /// When `response_timeout` runs out (checked by the event loop's `DeadlineSweeper`).
+    var responseDeadline: NIODeadline?
     /// The connection came from the pool (a stale one may be retried once).
     var reusedConnection = false
     var retried = false

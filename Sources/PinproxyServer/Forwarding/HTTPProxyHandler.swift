@@ -9,7 +9,7 @@ import PinproxyTLS
 /// the app's requests for the CONNECT host. Either way it routes each request
 /// by policy, borrows an upstream connection, and streams both directions
 /// with backpressure. One exchange at a time; pipelined requests wait.
-final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, UpstreamResponseReceiver {
+final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, UpstreamResponseReceiver, DeadlineWatcher {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
@@ -42,7 +42,14 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
     /// Parts of pipelined requests that arrived while an exchange was in progress.
     private var queued = CircularBuffer<HTTPServerRequestPart>()
     private var context: ChannelHandlerContext?
+    private var sweeper: DeadlineSweeper?
     private var shuttingDown = false
+    /// Inside a burst of `channelRead`s: writes to the upstream wait for the
+    /// `channelReadComplete` flush, so a request read at once leaves in one
+    /// TLS write instead of one per part.
+    private var inReadBurst = false
+    /// At most this many parts of pipelined requests are read ahead.
+    private static let readAheadLimit = 16
 
     init(services: ProxyServices, mode: Mode, clientAddress: String, headTimer: RequestHeadTimer, limits: PinproxyConfig.Limits) {
         self.services = services
@@ -56,10 +63,13 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        sweeper = DeadlineSweeper.current(on: context.eventLoop)
+        sweeper?.watch(self)
         if context.channel.isActive { context.read() }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        sweeper?.unwatch(self)
         self.context = nil
     }
 
@@ -69,9 +79,10 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        sweeper?.unwatch(self)
         if case .exchange(let exchange) = state {
             // The app went away mid-exchange: give the upstream back (not reusable).
-            exchange.responseTimer?.cancel()
+            exchange.responseDeadline = nil
             if let upstream = exchange.upstream {
                 upstream.reusable = false
                 services.pool.release(upstream)
@@ -91,6 +102,7 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
         case .closed:
             return
         case .idle, .exchange:
+            inReadBurst = true
             handle(unwrapInboundIn(data), context: context)
         }
     }
@@ -119,6 +131,7 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
+        inReadBurst = false
         guard case .exchange(let exchange) = state else {
             // Between requests, a head may span several reads: keep asking for the rest.
             if case .idle = state { context.read() }
@@ -128,7 +141,14 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
         switch exchange.phase {
         case .forwarding(let upstream):
             upstream.flush()
-            if !exchange.requestEnded && upstream.isWritable { context.read() }
+            if exchange.requestEnded {
+                // Keep reading while the response comes: the next request (or the
+                // client's EOF) arrives without the socket leaving and re-entering
+                // epoll's read set for every request. What is read waits in `queued`.
+                if exchange.connect == nil && queued.count < Self.readAheadLimit { context.read() }
+            } else if upstream.isWritable {
+                context.read()
+            }
         case .draining, .refused:
             if !exchange.requestEnded { context.read() }
         case .connecting:
@@ -370,7 +390,7 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
             }
         }
         exchange.pending.removeAll()
-        connection.flush()
+        if !inReadBurst { connection.flush() }  // else channelReadComplete flushes
         if exchange.requestEnded {
             startResponseTimer(exchange, context: context)
         } else {
@@ -408,7 +428,7 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
             exchange.pending.append(.end(trailers))
         case .forwarding(let upstream):
             upstream.write(.end(trailers))
-            upstream.flush()
+            if !inReadBurst { upstream.flush() }
             if !exchange.responseStarted { startResponseTimer(exchange, context: context) }
         case .draining:
             finish(exchange, context: context)
@@ -421,18 +441,24 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
     }
 
     private func startResponseTimer(_ exchange: Exchange, context: ChannelHandlerContext) {
-        let timeout = TimeAmount(exchange.plan?.policy?.spec.responseTimeout ?? .seconds(30))
-        exchange.responseTimer?.cancel()
-        exchange.responseTimer = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
-            guard case .exchange(let current) = self.state, current === exchange, !exchange.responseStarted,
-                  case .forwarding(let upstream) = exchange.phase else { return }
-            upstream.receiver = nil
-            upstream.reusable = false
-            self.services.pool.release(upstream)
-            exchange.phase = .refused
-            self.refuse(exchange, ProxyError(.upstreamTimeout, host: exchange.host,
-                                             detail: "no response from \(exchange.host) within \(timeout.seconds) s (response_timeout)"), context: context)
-        }
+        exchange.responseDeadline = .now() + responseTimeout(exchange)
+    }
+
+    private func responseTimeout(_ exchange: Exchange) -> TimeAmount {
+        TimeAmount(exchange.plan?.policy?.spec.responseTimeout ?? .seconds(30))
+    }
+
+    func checkDeadlines(now: NIODeadline) {
+        guard let context, case .exchange(let exchange) = state, let deadline = exchange.responseDeadline, deadline <= now else { return }
+        exchange.responseDeadline = nil
+        guard !exchange.responseStarted, case .forwarding(let upstream) = exchange.phase else { return }
+        upstream.receiver = nil
+        upstream.reusable = false
+        services.pool.release(upstream)
+        exchange.phase = .refused
+        let timeout = responseTimeout(exchange)
+        refuse(exchange, ProxyError(.upstreamTimeout, host: exchange.host,
+                                    detail: "no response from \(exchange.host) within \(timeout.seconds) s (response_timeout)"), context: context)
     }
 
     // MARK: UpstreamResponseReceiver
@@ -447,7 +473,7 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
         case .head(let head) where head.status == .unauthorized && shouldReplayAfter401(exchange):
             // The token was refused: that generation goes, the 401 is swallowed,
             // and the request is sent once more with a fresh token.
-            exchange.responseTimer?.cancel()
+            exchange.responseDeadline = nil
             exchange.replayedAfter401 = true
             exchange.discardingResponse = true
             if !MessageRules.upstreamKeepsAlive(head) { upstream.reusable = false }
@@ -463,7 +489,7 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
                 context.write(wrapOutboundOut(.head(MessageRules.clientHead(from: head, closing: false))), promise: nil)
                 return
             }
-            exchange.responseTimer?.cancel()
+            exchange.responseDeadline = nil
             exchange.responseStarted = true
             exchange.status = Int(head.status.code)
             if !MessageRules.upstreamKeepsAlive(head) { upstream.reusable = false }
@@ -517,7 +543,7 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
 
     func upstreamClosed(_ error: (any Error)?) {
         guard let context, case .exchange(let exchange) = state, case .forwarding = exchange.phase else { return }
-        exchange.responseTimer?.cancel()
+        exchange.responseDeadline = nil
         if exchange.responseStarted {
             // The response is cut short: the client must not take it as whole.
             services.logger.warning("upstream closed mid-response", metadata: ["host": "\(exchange.host)", "client": "\(clientAddress)"])
@@ -546,7 +572,7 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
 
     /// Sends the refusal of DESIGN §4 (status, `X-Pinproxy-Error`, JSON body).
     func refuse(_ exchange: Exchange, _ error: ProxyError, context: ChannelHandlerContext) {
-        exchange.responseTimer?.cancel()
+        exchange.responseDeadline = nil
         if let upstream = exchange.upstream {
             upstream.receiver = nil
             upstream.reusable = false

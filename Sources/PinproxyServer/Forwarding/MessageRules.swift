@@ -32,8 +32,17 @@ enum MessageRules {
 
     /// Removes hop-by-hop headers, and those the Connection header names.
     static func stripHopByHop(_ headers: inout HTTPHeaders) {
+        // One pass to find what must go; most heads carry only `Connection:
+        // keep-alive`, so this usually removes one name.
         let named = headers[canonicalForm: "connection"].map { $0.lowercased() }
-        for name in hopByHop.union(named) where name != "transfer-encoding" {
+        var doomed: [String] = []
+        for (name, _) in headers {
+            let lower = name.lowercased()
+            if lower != "transfer-encoding" && (hopByHop.contains(lower) || named.contains(lower)) && !doomed.contains(lower) {
+                doomed.append(lower)
+            }
+        }
+        for name in doomed {
             headers.remove(name: name)
         }
     }
@@ -96,7 +105,7 @@ struct Authority: Equatable {
             }
             return
         }
-        if let colon = text.lastIndex(of: ":"), !text[..<colon].contains(":") {
+        if let colon = text.lastIndex(of: ":"), !text[..<colon].utf8.contains(UInt8(ascii: ":")) {
             guard let value = Int(text[text.index(after: colon)...]), (1...65535).contains(value) else { return nil }
             host = String(text[..<colon])
             port = value
@@ -104,7 +113,24 @@ struct Authority: Equatable {
             host = text
             port = nil
         }
-        guard !host.isEmpty, host.allSatisfy({ $0.isLetter || $0.isNumber || "-._:".contains($0) }) else { return nil }
+        guard !host.isEmpty, Self.isHostText(host) else { return nil }
+    }
+
+    /// Letters, digits, `-._:`; ASCII is checked byte by byte (the common
+    /// case, and cheaper than Unicode character properties).
+    private static func isHostText(_ host: String) -> Bool {
+        if host.utf8.allSatisfy({ $0 < 0x80 }) {
+            return host.utf8.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                     UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: ":"):
+                    return true
+                default:
+                    return false
+                }
+            }
+        }
+        return host.allSatisfy { $0.isLetter || $0.isNumber || "-._:".contains($0) }
     }
 
     /// Host names compare without case and without a trailing dot.

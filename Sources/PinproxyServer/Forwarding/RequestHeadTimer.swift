@@ -4,24 +4,26 @@ import NIOCore
 /// `limits.header_timeout`) and how long a connection may sit idle between
 /// requests (`limits.idle_timeout`). Sits right below the HTTP decoder and
 /// only watches bytes arrive; the proxy handler says when a head is complete
-/// and when the connection is idle again.
-final class RequestHeadTimer: ChannelInboundHandler, RemovableChannelHandler {
+/// and when the connection is idle again. The deadlines are checked by the
+/// event loop's `DeadlineSweeper`.
+final class RequestHeadTimer: ChannelInboundHandler, RemovableChannelHandler, DeadlineWatcher {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
 
     private enum State {
         /// Between requests: no byte of a head yet.
-        case idle(Scheduled<Void>?)
+        case idle(NIODeadline?)
         /// Bytes of a head are arriving.
-        case readingHead(Scheduled<Void>?)
+        case readingHead(NIODeadline?)
         /// A head is complete; the exchange is in progress.
         case inExchange
     }
 
-    private var state: State = .idle(nil)
+    private var state: State = .inExchange
     private let headerTimeout: TimeAmount
     private let idleTimeout: TimeAmount
     private var context: ChannelHandlerContext?
+    private var sweeper: DeadlineSweeper?
     /// Why the connection was closed by a timer, for the log.
     var onTimeout: ((String) -> Void)?
 
@@ -35,6 +37,8 @@ final class RequestHeadTimer: ChannelInboundHandler, RemovableChannelHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        sweeper = DeadlineSweeper.current(on: context.eventLoop)
+        sweeper?.watch(self)
         if context.channel.isActive { connectionIsIdle() }
     }
 
@@ -44,48 +48,49 @@ final class RequestHeadTimer: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        cancelTimer()
+        sweeper?.unwatch(self)
         self.context = nil
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        cancelTimer()
+        sweeper?.unwatch(self)
+        state = .inExchange
         context.fireChannelInactive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .idle(let timer) = state {
-            timer?.cancel()
-            state = .readingHead(schedule(headerTimeout, reason: "no complete request head within header_timeout"))
+        if case .idle = state {
+            state = .readingHead(deadline(after: headerTimeout))
         }
         context.fireChannelRead(data)
     }
 
     /// The proxy handler decoded a whole head.
     func headComplete() {
-        cancelTimer()
         state = .inExchange
     }
 
     /// The exchange is over; the next byte starts a new head.
     func connectionIsIdle() {
-        cancelTimer()
-        state = .idle(schedule(idleTimeout, reason: "idle longer than idle_timeout"))
+        state = .idle(deadline(after: idleTimeout))
     }
 
-    private func cancelTimer() {
+    func checkDeadlines(now: NIODeadline) {
+        let reason: String
         switch state {
-        case .idle(let timer), .readingHead(let timer): timer?.cancel()
-        case .inExchange: break
+        case .idle(let deadline?) where deadline <= now:
+            reason = "idle longer than idle_timeout"
+        case .readingHead(let deadline?) where deadline <= now:
+            reason = "no complete request head within header_timeout"
+        case .idle, .readingHead, .inExchange:
+            return
         }
+        state = .inExchange  // once
+        onTimeout?(reason)
+        context?.channel.close(promise: nil)
     }
 
-    private func schedule(_ timeout: TimeAmount, reason: String) -> Scheduled<Void>? {
-        guard let context, timeout.nanoseconds > 0 else { return nil }
-        let channel = context.channel
-        return context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [weak self] in
-            self?.onTimeout?(reason)
-            channel.close(promise: nil)
-        }
+    private func deadline(after timeout: TimeAmount) -> NIODeadline? {
+        timeout.nanoseconds > 0 ? .now() + timeout : nil
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import PinproxyPolicy
 
 /// One line of the access log (JSON when `log.format: json`): who asked for
 /// what, what pinproxy decided and why, and what moved.
@@ -18,6 +19,30 @@ struct AccessRecord {
     var error: String?
     var mode: String
 
+    func log(to accessLog: AccessLog) {
+        switch accessLog.destination {
+        case .json(let handler): handler.writer.write(render(label: handler.label))
+        case .logger(let logger): log(to: logger)
+        case .off: break
+        }
+    }
+
+    /// The JSON line, keys in the order `JSONLogHandler` gives any line
+    /// (alphabetical after the four common ones), without building `Logger.Metadata`.
+    func render(label: String) -> String {
+        var out = JSONLogHandler.lineStart(level: .info, label: label, message: "request")
+        out += ",\"bytes_down\":\(bytesDown),\"bytes_up\":\(bytesUp),\"client\":\(JSONString.quote(client))"
+        out += ",\"duration_ms\":\((seconds * 10_000).rounded() / 10)"
+        if let error { out += ",\"error\":\(JSONString.quote(error))" }
+        out += ",\"host\":\(JSONString.quote(host)),\"method\":\(JSONString.quote(method)),\"mode\":\(JSONString.quote(mode))"
+        out += ",\"path\":\(JSONString.quote(Self.withoutQuery(path)))"
+        if let pin { out += ",\"pin\":\(JSONString.quote(pin))" }
+        out += ",\"policy\":\(JSONString.quote(policy)),\"status\":\(status)"
+        if let upstream { out += ",\"upstream\":\(JSONString.quote(upstream))" }
+        out += "}\n"
+        return out
+    }
+
     func log(to logger: Logger) {
         var metadata: Logger.Metadata = [
             "client": "\(client)", "method": "\(method)", "host": "\(host)", "path": "\(Self.withoutQuery(path))",
@@ -35,5 +60,28 @@ struct AccessRecord {
         var path = target
         if let target = AbsoluteTarget(target) { path = target.originForm }
         return String(path.prefix { $0 != "?" })
+    }
+}
+
+/// Where access records go, decided once per server: rendered straight to a
+/// JSON line for `JSONLogHandler` (the hot path), through swift-log for any
+/// other handler (`log.format: text`), nowhere when the level is above `info`.
+struct AccessLog {
+    enum Destination {
+        case json(JSONLogHandler)
+        case logger(Logger)
+        case off
+    }
+
+    let destination: Destination
+
+    init(_ logger: Logger) {
+        if logger.logLevel > .info {
+            destination = .off
+        } else if let json = logger.handler as? JSONLogHandler, json.metadata.isEmpty {
+            destination = .json(json)
+        } else {
+            destination = .logger(logger)
+        }
     }
 }

@@ -1,19 +1,23 @@
 import Foundation
 import Logging
-import NIOConcurrencyHelpers
 import PinproxyPolicy
 
 /// One JSON object per line on standard output (`log.format: json`): what log
 /// shippers and `jq` expect. Integer and boolean metadata stay numbers.
+///
+/// Lines go through `LogLineWriter`, so no event loop waits on `write(2)`;
+/// the access log, the one log line per request, skips `Logger.Metadata`
+/// entirely (`AccessRecord.render`).
 public struct JSONLogHandler: LogHandler {
     public var metadata: Logger.Metadata = [:]
     public var logLevel: Logger.Level
-    private let label: String
-    private static let lock = NIOLock()
+    let label: String
+    let writer: LogLineWriter
 
-    public init(label: String, level: Logger.Level) {
+    public init(label: String, level: Logger.Level, writer: LogLineWriter = .standardOutput) {
         self.label = label
         self.logLevel = level
+        self.writer = writer
     }
 
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -22,28 +26,24 @@ public struct JSONLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        let level = event.level
-        let message = event.message
         var fields = metadata
         event.metadata?.forEach { fields[$0.key] = $0.value }
         if let error = event.error { fields["error"] = "\(error)" }
-        var out = "{\"ts\":\"\(Self.timestamp())\",\"level\":\"\(level.rawValue)\",\"logger\":\(Self.quote(label)),\"message\":\(Self.quote(message.description))"
+        var out = Self.lineStart(level: event.level, label: label, message: event.message.description)
         for key in fields.keys.sorted() {
             out += ",\(Self.quote(key)):\(Self.render(fields[key]!))"
         }
         out += "}\n"
-        let bytes = Array(out.utf8)
-        Self.lock.withLock {
-            // One write(2) per line, so lines from threads never interleave.
-            bytes.withUnsafeBytes { buffer in
-                var offset = 0
-                while offset < buffer.count {
-                    let written = write(STDOUT_FILENO, buffer.baseAddress! + offset, buffer.count - offset)
-                    if written <= 0 { break }
-                    offset += written
-                }
-            }
-        }
+        writer.write(out)
+    }
+
+    /// `{"ts":…,"level":…,"logger":…,"message":…` — the fields every line starts with.
+    static func lineStart(level: Logger.Level, label: String, message: String) -> String {
+        var out = "{\"ts\":\""
+        out.reserveCapacity(384)
+        appendTimestamp(to: &out)
+        out += "\",\"level\":\"\(level.rawValue)\",\"logger\":\(quote(label)),\"message\":\(quote(message))"
+        return out
     }
 
     private static func render(_ value: Logger.Metadata.Value) -> String {
@@ -62,13 +62,25 @@ public struct JSONLogHandler: LogHandler {
         JSONString.quote(text)
     }
 
-    private static func timestamp() -> String {
+    /// RFC 3339 UTC with milliseconds, e.g. `2026-11-22T06:41:52.172Z`, by
+    /// hand: `String(format:)` cost more than the rest of an access line.
+    static func appendTimestamp(to out: inout String) {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         var parts = tm()
         var seconds = now.tv_sec
         gmtime_r(&seconds, &parts)
-        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
-                      parts.tm_hour, parts.tm_min, parts.tm_sec, now.tv_nsec / 1_000_000)
+        func digits(_ value: Int, _ width: Int) {
+            var text = String(value)
+            while text.utf8.count < width { text = "0" + text }
+            out += text
+        }
+        digits(Int(parts.tm_year) + 1900, 4); out += "-"
+        digits(Int(parts.tm_mon) + 1, 2); out += "-"
+        digits(Int(parts.tm_mday), 2); out += "T"
+        digits(Int(parts.tm_hour), 2); out += ":"
+        digits(Int(parts.tm_min), 2); out += ":"
+        digits(Int(parts.tm_sec), 2); out += "."
+        digits(now.tv_nsec / 1_000_000, 3); out += "Z"
     }
 }

@@ -15,7 +15,7 @@ final class ProxyServices: Sendable {
     let pool: UpstreamPool
     let instrumentation: any ProxyInstrumentation
     let logger: Logger
-    let accessLog: Logger
+    let accessLog: AccessLog
     /// Bearer tokens for `auth.spotify` (nil until the sessions are set up).
     let tokens = TokenProviderSlot()
 
@@ -24,7 +24,7 @@ final class ProxyServices: Sendable {
         self.ca = ca
         self.instrumentation = instrumentation
         self.logger = logger
-        self.accessLog = accessLog
+        self.accessLog = AccessLog(accessLog)
         self.interceptionContext = try TLSContext(configuration: .server(minimumVersion: .v1_2))
         let network = store.snapshot.config.network
         self.connector = UpstreamConnector(addressGuard: AddressGuard(network), instrumentation: instrumentation, logger: logger)

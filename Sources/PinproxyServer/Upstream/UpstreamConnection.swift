@@ -122,7 +122,14 @@ final class UpstreamHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        receiver?.upstreamReadComplete()
+        if let receiver {
+            receiver.upstreamReadComplete()  // it asks for more when its client can take it
+        } else {
+            // The response is over and the connection idles in the pool: keep
+            // reading, so a server's close is seen at once, and the next request's
+            // read() finds the socket still in epoll's read set.
+            context.read()
+        }
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {

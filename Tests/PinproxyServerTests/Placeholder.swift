@@ -1,0 +1,1 @@
+// Replaced by the server module's unit tests.
