@@ -22,7 +22,6 @@ struct RunCommand: AsyncParsableCommand {
 
     func run() async throws {
         defer { LogLineWriter.standardOutput.flush() }  // every log line out before the exit status
-        if let loops = ProcessInfo.processInfo.environment["PINPROXY_LOOPS"].flatMap(Int.init) { NIOSingletons.groupLoopCountSuggestion = loops }
         if let config, !FileManager.default.fileExists(atPath: config) {
             standardError("pinproxy run: config file \(config) does not exist")
             throw ExitCode(2)
@@ -38,6 +37,10 @@ struct RunCommand: AsyncParsableCommand {
             store = loaded
         }
         let settings = store.snapshot.config
+        if settings.concurrency > 0 {
+            // Before anything creates the shared event-loop group.
+            NIOSingletons.groupLoopCountSuggestion = settings.concurrency
+        }
         LoggingSystem.bootstrap { label in
             switch settings.log.format {
             case .json: return JSONLogHandler(label: label, level: settings.log.level)

@@ -58,11 +58,14 @@ struct ClientExamplesTests {
         let dir: TemporaryDirectory
         let upstream: TestUpstream
         let proxy: ProxyHarness
+        /// The upstream's root: trusted by pinproxy, not what a client of pinproxy sees.
+        let upstreamRoot: String
 
         init() async throws {
             dir = try TemporaryDirectory("pinproxy-examples")
             let pki = try TestPKI.make(in: dir, names: ["api.example.test"])
             upstream = try await TestUpstream(chainFile: pki.chainFile, keyFile: pki.leafKey)
+            upstreamRoot = pki.rootCertificate
             // Pinned like a real policy: the intermediate, with the root as the backup.
             let intermediate = try TestPKI.opensslSPKIPin(pki.intermediateCertificate)
             let root = try TestPKI.opensslSPKIPin(pki.rootCertificate)
@@ -140,6 +143,39 @@ struct ClientExamplesTests {
             "go", ["run", "."], environment: environment, currentDirectory: Repository.path("examples/clients/go"), timeout: 300)
         #expect(status == 0, "\(err)")
         #expect(out.contains("hello from upstream"), "\(out)\n\(err)")
+    }
+
+    /// bench/loadclient (issue 7) proves what `hey` cannot: it fails a
+    /// response whose certificate does not chain to the CA it was given, or
+    /// whose issuer is not the one named.
+    @Test(.enabled(if: Repository.which("go") != nil, "go is not installed"))
+    func theBenchmarkClientVerifiesWhatItIsServed() async throws {
+        let s = try await Self.setup.value
+        let scratch = try TemporaryDirectory("pinproxy-loadclient")
+        var environment = Repository.cleanEnvironment(["GOCACHE": scratch.file("cache"), "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"])
+        environment["GOPATH"] = scratch.file("gopath")
+        let build = try ChildProcess.runSeparately(
+            "go", ["build", "-o", scratch.file("loadclient"), "."], environment: environment,
+            currentDirectory: Repository.path("bench/loadclient"), timeout: 300)
+        try #require(build.status == 0, "\(build.stderr)")
+        func load(_ extra: [String]) throws -> [String: Any] {
+            let base = ["-mode", "keepalive", "-c", "2", "-max-requests", "10", "-duration", "60s",
+                        "-url", "https://api.example.test/v1/me", "-proxy", s.proxy.proxyURL]
+            let run = try ChildProcess.runSeparately(scratch.file("loadclient"), base + extra, timeout: 120)
+            return try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any] ?? [:]
+        }
+        let trusted = try load(["-ca", s.proxy.caFile])
+        #expect(trusted["requests"] as? Int == 10)
+        #expect(trusted["errors"] as? Int == 0, "\(trusted)")
+        #expect((trusted["issuer"] as? String)?.hasPrefix("pinproxy interception CA") == true, "\(trusted)")
+
+        let wrongCA = try load(["-ca", s.upstreamRoot])
+        #expect(wrongCA["errors"] as? Int == 10, "\(wrongCA)")
+        #expect((wrongCA["first_error"] as? String)?.contains("certificate") == true, "\(wrongCA)")
+
+        let wrongIssuer = try load(["-ca", s.proxy.caFile, "-issuer", "bench squid CA"])
+        #expect(wrongIssuer["errors"] as? Int == 10, "\(wrongIssuer)")
+        #expect((wrongIssuer["first_error"] as? String)?.contains("expected \"bench squid CA\"") == true, "\(wrongIssuer)")
     }
 
     @Test func aHostWithNoPolicyIsRefusedAndTheExampleSaysWhy() async throws {

@@ -128,9 +128,10 @@ struct PinVerdictTests {
 
     @Test func theAccessLogRecordsEachVerdict() throws {
         let s = try Self.setup.get()
+        let before = s.proxy.accessLog.count  // the suite's proxy is shared
         _ = try request("unpinned.pin.test")
         _ = try request("leaf.pin.test")
-        let lines = s.proxy.waitForAccessLog(count: 2)
+        let lines = s.proxy.waitForAccessLog(count: before + 2)
         let verdicts = Dictionary(lines.compactMap { line -> (String, String)? in
             guard let host = line["host"] as? String, let pin = line["pin"] as? String else { return nil }
             return (host, pin)

@@ -31,6 +31,8 @@ struct BrokenConfigTests {
             """, expected: ["policies/p.yaml:3:5: error: unknown key `acton` in `hosts[]`; did you mean `action`?"]),
         Case(name: "unknown key in the main file", main: "policies: policies\nlisen: 127.0.0.1:8080\n", policy: "hosts: []\n",
              expected: ["pinproxy.yaml:2:1: error: unknown key `lisen`; did you mean `listen`?"]),
+        Case(name: "negative concurrency", main: "policies: policies\nconcurrency: -2\n", policy: "hosts: []\n",
+             expected: ["pinproxy.yaml:2:14: error: `concurrency` must be a whole number ≥ 0, not `-2`"]),
         Case(name: "wrong type: scalar for integer", policy: """
             hosts:
               - match: a.example.com

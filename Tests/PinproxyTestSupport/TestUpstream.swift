@@ -28,24 +28,44 @@ public enum TestPattern {
 /// standing in for an upstream API. Routes:
 /// `/bytes/N` N pattern bytes (streamed with backpressure), `/slow/MS` answers
 /// after MS ms, `/echo` the request as JSON, `/status/N` that status, else a greeting.
+/// `closeConnections` ends the connections open now, as a server's keep-alive timeout would.
 public final class TestUpstream: @unchecked Sendable {
     public let channel: any Channel
     public var port: Int { channel.localAddress!.port! }
     public let requests = NIOLockedValueBox<[String]>([])
+    /// Connections accepted so far.
     public let connections = NIOLockedValueBox(0)
+    private let open = NIOLockedValueBox<[ObjectIdentifier: any Channel]>([:])
     private let context: NIOLockedValueBox<TLSContext?>
+
+    /// How `closeConnections` ends a connection.
+    public enum Closing: Sendable {
+        /// close_notify (over TLS), then the TCP connection.
+        case full
+        /// close_notify alone: the TCP connection stays open, with no FIN, until
+        /// the peer closes it. Only a peer that reads sees it. Needs TLS.
+        case closeNotifyOnly
+    }
+
+    /// Connections open now.
+    public var openConnections: Int { open.withLockedValue { $0.count } }
 
     public init(chainFile: String?, keyFile: String?) async throws {
         let context = NIOLockedValueBox<TLSContext?>(try chainFile.map { try Self.serverContext(chainFile: $0, keyFile: keyFile!) })
         self.context = context
         let requests = self.requests
         let connections = self.connections
+        let open = self.open
         channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     connections.withLockedValue { $0 += 1 }
+                    let id = ObjectIdentifier(channel)
+                    open.withLockedValue { $0[id] = channel }
+                    channel.closeFuture.whenComplete { _ in open.withLockedValue { $0[id] = nil } }
                     if let context = context.withLockedValue({ $0 }) {
+                        try channel.pipeline.syncOperations.addHandler(OutputCloseGate())
                         try channel.pipeline.syncOperations.addHandler(TLSHandler(serverContext: context))
                     }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
@@ -65,8 +85,51 @@ public final class TestUpstream: @unchecked Sendable {
         try TLSContext(configuration: .server(certificateChain: try Certificate.loadPEM(file: chainFile), privateKey: try PrivateKey(pemFile: keyFile)))
     }
 
+    /// Ends every connection open now (idle keep-alive ones included), as a
+    /// server whose keep-alive timeout passed would; returns how many.
+    @discardableResult
+    public func closeConnections(_ how: Closing = .full) throws -> Int {
+        if case .closeNotifyOnly = how, context.withLockedValue({ $0 }) == nil {
+            throw TestSupportError("closeNotifyOnly needs a TLS upstream")
+        }
+        let channels = open.withLockedValue { Array($0.values) }
+        for channel in channels {
+            channel.eventLoop.execute {
+                switch how {
+                case .full:
+                    channel.close(promise: nil)
+                case .closeNotifyOnly:
+                    guard let gate = try? channel.pipeline.syncOperations.handler(type: OutputCloseGate.self) else {
+                        channel.close(promise: nil)  // not TLS: there is no close_notify to send
+                        return
+                    }
+                    gate.holdsOutputOpen = true
+                    // TLSHandler sends close_notify, then closes the output: the gate keeps the socket's open.
+                    channel.close(mode: .output, promise: nil)
+                }
+            }
+        }
+        return channels.count
+    }
+
     public func stop() { channel.close(promise: nil) }
     deinit { channel.close(promise: nil) }
+
+    /// Below TLS: once told to, it keeps the TCP connection's output open
+    /// when TLS closes its own (`close(mode: .output)` after close_notify).
+    final class OutputCloseGate: ChannelOutboundHandler {
+        typealias OutboundIn = ByteBuffer
+        typealias OutboundOut = ByteBuffer
+        var holdsOutputOpen = false
+
+        func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+            if mode == .output && holdsOutputOpen {
+                promise?.succeed()
+                return
+            }
+            context.close(mode: mode, promise: promise)
+        }
+    }
 
     final class Responder: ChannelInboundHandler {
         typealias InboundIn = HTTPServerRequestPart

@@ -7,7 +7,7 @@
 public enum ConfigKeys {
     /// The main file (`etc/pinproxy.yaml`).
     public static let main: [String: [String]] = [
-        "": ["listen", "admin", "ca", "policies", "default_action", "clients", "network", "limits", "spotify", "log"],
+        "": ["listen", "admin", "ca", "policies", "default_action", "concurrency", "clients", "network", "limits", "spotify", "log"],
         "admin": ["listen"],
         "ca": ["cert", "key"],
         "clients": ["allow"],

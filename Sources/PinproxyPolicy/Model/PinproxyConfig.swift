@@ -17,6 +17,9 @@ public struct PinproxyConfig: Sendable {
     public var clientsAllow: [CIDR]
     public var network: Network
     public var limits: Limits
+    /// Event-loop threads serving connections; 0 means one per CPU core
+    /// (Envoy's `--concurrency`, Squid's `workers`).
+    public var concurrency: Int
     public var spotify: SpotifyConfig
     public var log: Log
     public var sourceMap: SourceMap
@@ -85,6 +88,7 @@ extension PinproxyConfig {
             limits: Limits(
                 maxClientConnections: 10000, headerTimeout: .seconds(10), idleTimeout: .seconds(60),
                 maxHeaderBytes: 65536, shutdownGrace: .seconds(10)),
+            concurrency: 0,
             spotify: SpotifyConfig(
                 accounts: "https://accounts.spotify.com", tokenTimeout: .seconds(10), sessions: [:], swap: nil),
             log: Log(level: .info, format: .json),

@@ -21,10 +21,11 @@ final class DeadlineSweeper: @unchecked Sendable {  // confined to its event loo
     static let tick = TimeAmount.milliseconds(100)
     private static let perThread = ThreadSpecificVariable<DeadlineSweeper>()
 
-    /// The sweeper of the event loop the caller runs on.
+    /// The sweeper of the event loop the caller runs on (one loop a thread;
+    /// a test's embedded loops on one thread each get their own).
     static func current(on eventLoop: any EventLoop) -> DeadlineSweeper {
         eventLoop.preconditionInEventLoop()
-        if let sweeper = perThread.currentValue { return sweeper }
+        if let sweeper = perThread.currentValue, sweeper.eventLoop === eventLoop { return sweeper }
         let sweeper = DeadlineSweeper(eventLoop: eventLoop)
         perThread.currentValue = sweeper
         return sweeper

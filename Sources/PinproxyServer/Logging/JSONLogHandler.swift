@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOPosix
 import PinproxyPolicy
 
 /// One JSON object per line on standard output (`log.format: json`): what log
@@ -34,7 +35,7 @@ public struct JSONLogHandler: LogHandler {
             out += ",\(Self.quote(key)):\(Self.render(fields[key]!))"
         }
         out += "}\n"
-        writer.write(out)
+        writer.write(out, urgent: true)  // rare lines: out at once; the access log takes AccessRecord's batched path
     }
 
     /// `{"ts":…,"level":…,"logger":…,"message":…` — the fields every line starts with.
@@ -63,13 +64,29 @@ public struct JSONLogHandler: LogHandler {
     }
 
     /// RFC 3339 UTC with milliseconds, e.g. `2026-11-22T06:41:52.172Z`, by
-    /// hand: `String(format:)` cost more than the rest of an access line.
+    /// hand: `String(format:)` cost more than the rest of an access line. The
+    /// part up to the second is kept per thread and rebuilt once a second.
     static func appendTimestamp(to out: inout String) {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
+        let cache = TimestampCache.current
+        if cache.second != now.tv_sec {
+            cache.second = now.tv_sec
+            cache.prefix = secondsText(now.tv_sec)
+        }
+        out += cache.prefix
+        let millis = now.tv_nsec / 1_000_000
+        out += millis < 10 ? "00" : millis < 100 ? "0" : ""
+        out += String(millis)
+        out += "Z"
+    }
+
+    /// `2026-11-22T06:41:52.`
+    private static func secondsText(_ seconds: Int) -> String {
         var parts = tm()
-        var seconds = now.tv_sec
+        var seconds = seconds
         gmtime_r(&seconds, &parts)
+        var out = ""
         func digits(_ value: Int, _ width: Int) {
             var text = String(value)
             while text.utf8.count < width { text = "0" + text }
@@ -81,6 +98,20 @@ public struct JSONLogHandler: LogHandler {
         digits(Int(parts.tm_hour), 2); out += ":"
         digits(Int(parts.tm_min), 2); out += ":"
         digits(Int(parts.tm_sec), 2); out += "."
-        digits(now.tv_nsec / 1_000_000, 3); out += "Z"
+        return out
+    }
+}
+
+/// The current second's timestamp text, one per thread (no lock on the log path).
+private final class TimestampCache: @unchecked Sendable {  // confined to its thread
+    private static let perThread = ThreadSpecificVariable<TimestampCache>()
+    var second = -1
+    var prefix = ""
+
+    static var current: TimestampCache {
+        if let cache = perThread.currentValue { return cache }
+        let cache = TimestampCache()
+        perThread.currentValue = cache
+        return cache
     }
 }

@@ -5,21 +5,27 @@ import NIOConcurrencyHelpers
 ///
 /// Why: a `write(2)` per access-log line on the event loop cost about a fifth
 /// of pinproxy's CPU under keep-alive load (bench/README.md). Here an event
-/// loop only appends bytes under a lock; the writer thread wakes, takes
-/// everything pending and writes it with one call, so under load one syscall
-/// carries many lines. Lines are never dropped: if the descriptor blocks, the
-/// buffer grows up to `maxPending`, and past that the loggers wait, as a plain
-/// blocking write would have made them. `flush()` returns once everything
-/// appended before it is written; it runs at exit.
+/// loop only appends bytes under a lock. The writer thread writes what is
+/// pending every `interval` (like Envoy's access-log flush interval), or at
+/// once when `batchBytes` are waiting or an urgent line (anything but the
+/// access log) arrives, so under load one syscall carries
+/// hundreds of lines and no request pays for waking a thread. Lines are never
+/// dropped: if the descriptor blocks, the buffer grows up to `maxPending`,
+/// and past that the loggers wait, as a plain blocking write would have made
+/// them. `flush()` returns once everything appended before it is written; it
+/// runs at exit.
 public final class LogLineWriter: @unchecked Sendable {
     /// Standard output, where `log.format: json` lines go.
     public static let standardOutput = LogLineWriter(fileDescriptor: STDOUT_FILENO)
 
     private enum Phase: Equatable {
-        case idle       // nothing pending, the writer waits
-        case pending    // lines wait for the writer
+        case idle       // the writer waits for its interval (lines may be pending)
+        case pending    // the writer is wanted now (a full batch, or a flush)
         case writing    // the writer is writing a batch; more may be pending
     }
+
+    static let interval = 0.05
+    static let batchBytes = 64 << 10
 
     private let fileDescriptor: Int32
     private let maxPending: Int
@@ -28,12 +34,17 @@ public final class LogLineWriter: @unchecked Sendable {
     /// `ConditionLock.value` while holding the lock would deadlock).
     private var pending: [UInt8] = []
     private var phase = Phase.idle
+    /// A `flush()` waits: write what is pending now, not at the next interval.
+    private var flushWanted = false
 
     init(fileDescriptor: Int32, maxPending: Int = 8 << 20) {
         self.fileDescriptor = fileDescriptor
         self.maxPending = maxPending
         pending.reserveCapacity(64 << 10)
-        let thread = Thread { [unowned self] in self.run() }
+        // The thread holds the writer for the life of the process (writers are
+        // process-wide: standard output); an unowned capture could be read
+        // after a writer released before its thread started.
+        let thread = Thread { self.run() }
         thread.name = "pinproxy-log"
         thread.start()
         if fileDescriptor == STDOUT_FILENO {
@@ -41,26 +52,41 @@ public final class LogLineWriter: @unchecked Sendable {
         }
     }
 
-    /// Appends one line (its bytes, newline included).
-    public func write(_ line: String) {
+    /// Appends one line (its bytes, newline included). `urgent` lines (all
+    /// but the access log: start-up, warnings, errors) wake the writer at once,
+    /// and carry the lines queued before them along; access lines wait for the
+    /// interval or a full batch.
+    public func write(_ line: String, urgent: Bool = false) {
         var line = line
-        line.withUTF8 { append($0) }
+        line.withUTF8 { append($0, urgent: urgent) }
     }
 
-    public func append(_ bytes: UnsafeBufferPointer<UInt8>) {
+    public func append(_ bytes: UnsafeBufferPointer<UInt8>, urgent: Bool = false) {
         if pendingIsFull() {
             flush()  // the writer is behind (stdout blocked): wait, rather than drop or grow without bound
         }
         condition.lock()
         pending.append(contentsOf: bytes)
-        if phase == .idle { phase = .pending }
-        condition.unlock(withValue: phase)
+        if phase == .idle && (urgent || pending.count >= Self.batchBytes) {
+            phase = .pending
+            condition.unlock(withValue: phase)  // wakes the writer
+        } else {
+            condition.unlock()  // the writer's interval will take it
+        }
     }
 
     /// Returns once every line appended before this call has been written.
     public func flush() {
+        condition.lock()
+        if pending.isEmpty && phase == .idle {
+            condition.unlock()
+            return
+        }
+        flushWanted = true
+        if phase == .idle { phase = .pending }
+        condition.unlock(withValue: phase)
         condition.lock(whenValue: .idle)
-        condition.unlock(withValue: .idle)
+        condition.unlock()
     }
 
     private func pendingIsFull() -> Bool {
@@ -73,14 +99,23 @@ public final class LogLineWriter: @unchecked Sendable {
         var batch: [UInt8] = []
         batch.reserveCapacity(64 << 10)
         while true {
-            condition.lock(whenValue: .pending)
+            if !condition.lock(whenValue: .pending, timeoutSeconds: Self.interval) {
+                condition.lock()
+            }
+            if pending.isEmpty {
+                flushWanted = false
+                phase = .idle
+                condition.unlock(withValue: phase)
+                continue
+            }
             swap(&batch, &pending)
             phase = .writing
             condition.unlock(withValue: phase)
             writeAll(batch)
             batch.removeAll(keepingCapacity: true)
             condition.lock()
-            phase = pending.isEmpty ? .idle : .pending
+            if pending.isEmpty { flushWanted = false }
+            phase = pending.count >= Self.batchBytes || flushWanted ? .pending : .idle
             condition.unlock(withValue: phase)
         }
     }

@@ -1,0 +1,255 @@
+import Foundation
+import NIOConcurrencyHelpers
+import PinproxyTestSupport
+import Testing
+
+@testable import PinproxyServer
+
+/// Every writer a test makes. A writer's thread holds it for the life of
+/// the process (writers are process-wide in pinproxy), so keeping them here
+/// costs nothing and makes that explicit.
+enum TestWriters {
+    private static let kept = NIOLockedValueBox<[LogLineWriter]>([])
+
+    static func make(fileDescriptor: Int32, maxPending: Int? = nil) -> LogLineWriter {
+        let writer = maxPending.map { LogLineWriter(fileDescriptor: fileDescriptor, maxPending: $0) }
+            ?? LogLineWriter(fileDescriptor: fileDescriptor)
+        kept.withLockedValue { $0.append(writer) }
+        return writer
+    }
+}
+
+/// The batched log writer: what is appended before `flush()` is on disk after
+/// it, whole, once, and in each appender's order; a full buffer makes appenders
+/// wait, never drop.
+@Suite("LogLineWriter")
+struct LogLineWriterTests {
+    /// A temp file open for writing, and a writer on its descriptor.
+    final class Target {
+        let dir: TemporaryDirectory
+        let path: String
+        let fd: Int32
+        let writer: LogLineWriter
+
+        init(maxPending: Int? = nil) throws {
+            dir = try TemporaryDirectory("pinproxy-logwriter")
+            path = dir.file("log.jsonl")
+            fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0o600)
+            guard fd >= 0 else { throw TestSupportError("open \(path): \(String(cString: strerror(errno)))") }
+            writer = TestWriters.make(fileDescriptor: fd, maxPending: maxPending)
+        }
+
+        /// The file's lines (without their newlines); fails if the file does not end in one.
+        func lines() throws -> [Substring] {
+            let text = try String(contentsOfFile: path, encoding: .utf8)
+            guard text.isEmpty || text.hasSuffix("\n") else {
+                throw TestSupportError("the file ends in a partial line: \(text.suffix(80).debugDescription)")
+            }
+            return text.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+        }
+
+        var bytes: Int { (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? -1 }
+
+        deinit {
+            // Only after a flush (or a failed test): the writer is idle and writes no more.
+            close(fd)
+        }
+    }
+
+    /// Runs `body` on a thread of its own; false if it has not returned within
+    /// `timeout` (a hang becomes a failure, not a stuck test run).
+    static func returns(within timeout: TimeInterval = 30, _ body: @escaping @Sendable () -> Void) -> Bool {
+        let done = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            body()
+            done.signal()
+        }
+        thread.start()
+        return done.wait(timeout: .now() + timeout) == .success
+    }
+
+    /// Runs `count` threads at once, each `body(index)`; false if they have not all returned within `timeout`.
+    static func runThreads(_ count: Int, within timeout: TimeInterval = 60, _ body: @escaping @Sendable (Int) -> Void) -> Bool {
+        let start = DispatchSemaphore(value: 0)
+        let done = DispatchSemaphore(value: 0)
+        for index in 0..<count {
+            let thread = Thread {
+                start.wait()
+                body(index)
+                done.signal()
+            }
+            thread.start()
+        }
+        for _ in 0..<count { start.signal() }
+        let deadline = DispatchTime.now() + timeout
+        for _ in 0..<count where done.wait(timeout: deadline) != .success {
+            return false
+        }
+        return true
+    }
+
+    /// `T<thread> S<seq> <filler>`: the filler's letter and length follow from
+    /// thread and sequence, so a torn or spliced line cannot pass for a whole one.
+    static func line(thread: Int, sequence: Int) -> String {
+        let letter = Character(UnicodeScalar(UInt8(ascii: "a") + UInt8(thread % 26)))
+        return "T\(thread) S\(sequence) " + String(repeating: letter, count: 10 + (sequence * 7 + thread) % 90) + "\n"
+    }
+
+    static func parse(_ line: Substring) -> (thread: Int, sequence: Int)? {
+        let parts = line.split(separator: " ", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0].hasPrefix("T"), parts[1].hasPrefix("S"),
+              let thread = Int(parts[0].dropFirst()), let sequence = Int(parts[1].dropFirst()),
+              thread >= 0, sequence >= 0 else { return nil }
+        guard line + "\n" == Self.line(thread: thread, sequence: sequence) else { return nil }
+        return (thread, sequence)
+    }
+
+    /// Every line of every thread present exactly once, whole, each thread's in order.
+    static func checkInterleaved(_ lines: [Substring], threads: Int, perThread: Int) {
+        var next = [Int](repeating: 0, count: threads)
+        var malformed: [Substring] = []
+        var outOfOrder: [String] = []
+        for line in lines {
+            guard let (thread, sequence) = parse(line), thread < threads else {
+                malformed.append(line)
+                continue
+            }
+            if sequence != next[thread] {
+                outOfOrder.append("thread \(thread): expected S\(next[thread]), found S\(sequence)")
+            }
+            next[thread] = sequence + 1
+        }
+        #expect(malformed.isEmpty, "\(malformed.count) torn or unknown lines, e.g. \(malformed.prefix(3))")
+        #expect(outOfOrder.isEmpty, "\(outOfOrder.count) lines out of order (lost, repeated or reordered), e.g. \(outOfOrder.prefix(3))")
+        #expect(next == [Int](repeating: perThread, count: threads), "lines seen per thread: \(next)")
+        #expect(lines.count == threads * perThread)
+    }
+
+    @Test func linesAppearWholeAndInOrderAfterFlush() throws {
+        let target = try Target()
+        var expected: [String] = []
+        for sequence in 0..<500 {
+            let line = Self.line(thread: 0, sequence: sequence)
+            expected.append(String(line.dropLast()))
+            target.writer.write(line)
+        }
+        // Bytes through `append` are the same as through `write`.
+        let raw = Array("raw bytes via append\n".utf8)
+        raw.withUnsafeBufferPointer { target.writer.append($0) }
+        expected.append("raw bytes via append")
+        // Non-ASCII text goes out as its UTF-8.
+        target.writer.write("{\"host\":\"bücher.test\",\"path\":\"/∑\"}\n")
+        expected.append("{\"host\":\"bücher.test\",\"path\":\"/∑\"}")
+
+        let writer = target.writer
+        #expect(Self.returns { writer.flush() }, "flush() did not return")
+        #expect(try target.lines().map(String.init) == expected)
+    }
+
+    @Test func linesReachTheFileWithoutAFlush() throws {
+        // Nothing calls flush() on the request path: the writer must get there by itself.
+        let target = try Target()
+        target.writer.write("not flushed\n")
+        #expect(pollUntil(timeout: 10) { (try? target.lines()) == ["not flushed"] }, "the line never reached the file")
+    }
+
+    @Test func flushWithNothingPendingReturnsAndWritesNothing() throws {
+        let target = try Target()
+        let writer = target.writer
+        #expect(Self.returns { writer.flush() })
+        #expect(Self.returns { writer.flush() })
+        #expect(target.bytes == 0)
+        writer.write("one\n")
+        #expect(Self.returns { writer.flush() })
+        #expect(Self.returns { writer.flush() })
+        #expect(try target.lines() == ["one"])
+    }
+
+    @Test func eachFlushCoversEverythingAppendedBeforeIt() throws {
+        let target = try Target()
+        let writer = target.writer
+        for round in 0..<20 {
+            for sequence in 0..<(round * 13 + 1) {
+                writer.write(Self.line(thread: round, sequence: sequence))
+            }
+            #expect(Self.returns { writer.flush() }, "flush \(round) did not return")
+            let lines = try target.lines()
+            let expected = (0...round).reduce(0) { $0 + $1 * 13 + 1 }
+            #expect(lines.count == expected, "after flush \(round)")
+        }
+    }
+
+    @Test func concurrentAppendersLoseNothingAndTearNoLine() throws {
+        let target = try Target()
+        let writer = target.writer
+        let threads = 4, perThread = 2_000
+        #expect(Self.runThreads(threads) { thread in
+            for sequence in 0..<perThread {
+                writer.write(Self.line(thread: thread, sequence: sequence))
+            }
+        }, "the appending threads did not finish")
+        #expect(Self.returns { writer.flush() }, "flush() did not return")
+        Self.checkInterleaved(try target.lines(), threads: threads, perThread: perThread)
+    }
+
+    @Test func concurrentAppendersAndFlushersLoseNothing() throws {
+        let target = try Target()
+        let writer = target.writer
+        let threads = 4, perThread = 1_000
+        // Every thread flushes now and then while the others append.
+        #expect(Self.runThreads(threads) { thread in
+            for sequence in 0..<perThread {
+                writer.write(Self.line(thread: thread, sequence: sequence))
+                if sequence % 97 == 0 { writer.flush() }
+            }
+        }, "the appending threads did not finish")
+        #expect(Self.returns { writer.flush() }, "flush() did not return")
+        Self.checkInterleaved(try target.lines(), threads: threads, perThread: perThread)
+    }
+
+    @Test func aSmallPendingLimitMakesAppendersWaitInsteadOfDropping() throws {
+        // 64 bytes: every line (up to ~110 bytes) alone fills the buffer.
+        let target = try Target(maxPending: 64)
+        let writer = target.writer
+        let threads = 4, perThread = 1_500
+        #expect(Self.runThreads(threads) { thread in
+            for sequence in 0..<perThread {
+                writer.write(Self.line(thread: thread, sequence: sequence))
+            }
+        }, "the appending threads did not finish (an appender waited forever?)")
+        #expect(Self.returns { writer.flush() }, "flush() did not return")
+        Self.checkInterleaved(try target.lines(), threads: threads, perThread: perThread)
+    }
+
+    @Test func aSmallPendingLimitWithOneAppenderKeepsEveryLineInOrder() throws {
+        let target = try Target(maxPending: 64)
+        let writer = target.writer
+        #expect(Self.returns {
+            for sequence in 0..<5_000 {
+                writer.write(Self.line(thread: 3, sequence: sequence))
+            }
+        }, "appending did not finish")
+        #expect(Self.returns { writer.flush() })
+        let lines = try target.lines()
+        #expect(lines.count == 5_000)
+        #expect(lines.enumerated().allSatisfy { index, line in
+            Self.parse(line).map { $0.thread == 3 && $0.sequence == index } ?? false
+        })
+    }
+
+    /// A writer made and dropped at once (its thread not yet started) must not
+    /// take the process down: the thread holds the writer, not `unowned`.
+    @Test
+    func aWriterReleasedAtOnceDoesNotCrash() throws {
+        let dir = try TemporaryDirectory("pinproxy-logwriter")
+        let fd = open(dir.file("log"), O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        defer { close(fd) }
+        for index in 0..<50 {
+            LogLineWriter(fileDescriptor: fd).write("dropped \(index)\n", urgent: true)
+        }
+        // Each writer's thread still writes its line: the writers live on.
+        #expect(pollUntil(timeout: 10) {
+            ((try? String(contentsOfFile: dir.file("log"), encoding: .utf8)) ?? "").split(separator: "\n").count == 50
+        })
+    }
+}

@@ -1,1 +1,0 @@
-// Replaced by the server module's unit tests.
