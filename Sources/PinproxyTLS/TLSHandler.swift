@@ -37,6 +37,8 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private let certificateSelector: TLSCertificateSelector?
     /// The most plaintext one TLS record carries.
     private static let recordPayload = 16_384
+    /// Writes up to this size are gathered; copying more would cost more than a record.
+    private static let gatherLimit = 2_048
     private var bufferedWrites: MarkedCircularBuffer<(data: ByteBuffer, promise: EventLoopPromise<Void>?)> = .init(initialCapacity: 4)
     /// The next handler called `read()` and has had no plaintext since.
     private var readPending = false
@@ -327,7 +329,7 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         var promises: [EventLoopPromise<Void>] = []
         // Small writes (an HTTP head, a short body, a chunk trailer) are
         // gathered into one record: one AEAD pass and 22 bytes of framing
-        // instead of one per write. Writes of a record's size go as they are.
+        // instead of one per write. Larger writes go as they are, uncopied.
         var gathered: ByteBuffer?
         func encrypt(_ data: ByteBuffer) -> Bool {
             switch connection.write(data) {
@@ -343,7 +345,7 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         while bufferedWrites.hasMark, let (data, promise) = bufferedWrites.popFirst() {
             if let promise { promises.append(promise) }
-            if data.readableBytes < Self.recordPayload {
+            if data.readableBytes <= Self.gatherLimit {
                 if var pending = gathered, pending.readableBytes + data.readableBytes <= Self.recordPayload {
                     gathered = nil  // keep the buffer uniquely referenced while appending
                     var data = data

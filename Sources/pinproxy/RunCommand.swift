@@ -21,7 +21,6 @@ struct RunCommand: AsyncParsableCommand {
     var config: String?
 
     func run() async throws {
-        defer { LogLineWriter.standardOutput.flush() }  // every log line out before the exit status
         if let config, !FileManager.default.fileExists(atPath: config) {
             standardError("pinproxy run: config file \(config) does not exist")
             throw ExitCode(2)

@@ -80,6 +80,32 @@ struct ProtocolTests {
         #expect(parts[2].contains("\"uri\": \"/echo\""))
     }
 
+    /// Three pipelined requests behind a slow one: each is answered in order,
+    /// the last one ends the connection, and the proxy lives on (a queued
+    /// request used to wait for ever for its own end, and a fourth head crashed
+    /// the process).
+    @Test func threePipelinedRequestsBehindASlowOneAreAllAnswered() async throws {
+        let s = try await Self.setup.value
+        let client = try RawClient(port: s.proxy.port)
+        client.send("GET http://api.test/slow/300 HTTP/1.1\r\nHost: api.test\r\n\r\n" +
+                    "GET http://api.test/echo-first HTTP/1.1\r\nHost: api.test\r\n\r\n" +
+                    "GET http://api.test/echo-second HTTP/1.1\r\nHost: api.test\r\n\r\n")
+        usleep(100_000)  // a later packet, while the slow response is still pending
+        client.send("GET http://api.test/echo-third HTTP/1.1\r\nHost: api.test\r\nConnection: close\r\n\r\n")
+        let text = client.readToEnd()
+        let statuses = text.components(separatedBy: "HTTP/1.1 200 OK").count - 1
+        #expect(statuses == 4, "\(text.prefix(600))")
+        let first = text.range(of: "/echo-first"), second = text.range(of: "/echo-second"), third = text.range(of: "/echo-third")
+        #expect(text.contains("slow response after 300 ms"))
+        #expect(first != nil && second != nil && third != nil, "\(text.prefix(600))")
+        if let first, let second, let third {
+            #expect(first.lowerBound < second.lowerBound && second.lowerBound < third.lowerBound)
+        }
+        #expect(s.proxy.process.isRunning)
+        let after = try Curl.run("http://api.test/echo", proxy: s.proxy, directory: s.dir)
+        #expect(after.status == 200, "the proxy still serves: \(after.stderr)")
+    }
+
     @Test func bodiesStreamUpInBothFramingsWithExpectContinue() async throws {
         let s = try await Self.setup.value
         let payload = try s.dir.write("payload.bin", String(repeating: "0123456789abcdef", count: 65_536))  // 1 MiB

@@ -4,9 +4,9 @@ import PinproxyTestSupport
 import PinproxyTLS
 import Testing
 
-/// `TLSHandler.flushBufferedWrites`: the small writes of one flush share one
-/// TLS record (up to 16,384 bytes of plaintext); a write of a record's size or
-/// more goes on its own (OpenSSL cuts it into full records). Read off the
+/// `TLSHandler.flushBufferedWrites`: the small writes of one flush (up to
+/// 2,048 bytes each) share one TLS record (up to 16,384 bytes of plaintext);
+/// a larger write goes on its own, uncopied (OpenSSL cuts it into full records). Read off the
 /// ciphertext one side emits, record header by record header.
 @Suite("TLS record gathering")
 struct TLSRecordGatheringTests {
@@ -107,11 +107,11 @@ struct TLSRecordGatheringTests {
         try pair.interact()
         #expect(pair.clientSaw.text == "hi")
 
-        let (records, _) = try Self.writeAndFlush([17, 1, 4_000, 250], from: pair.server, to: pair.client)
+        let (records, _) = try Self.writeAndFlush([17, 1, 2_000, 250], from: pair.server, to: pair.client)
         #expect(records.count == 1, "\(records)")
         #expect(records.first?.type == Self.applicationData)
-        #expect(Self.carry(records, exactly: [4_268]), "\(records)")
-        #expect(pair.clientSaw.bytes == Array("hi".utf8) + TestPattern.slice(at: 0, count: 4_268))
+        #expect(Self.carry(records, exactly: [2_268]), "\(records)")
+        #expect(pair.clientSaw.bytes == Array("hi".utf8) + TestPattern.slice(at: 0, count: 2_268))
     }
 
     @Test func aRecordSizedWriteGoesAloneAndTheSmallOneAfterItGetsItsOwnRecord() throws {
@@ -138,11 +138,18 @@ struct TLSRecordGatheringTests {
         // 2,000-byte writes: eight fill 16,000 bytes; a ninth would pass 16,384, so it starts the next record.
         let sizes = [Int](repeating: 2_000, count: 10) + [16_383, 1, 1]
         let (records, _) = try Self.writeAndFlush(sizes, from: pair.client, to: pair.server)
-        // [8 × 2,000], [2 × 2,000], then 16,383 does not fit beside 4,000: [16,383 + 1], [1]
-        #expect(Self.carry(records, exactly: [16_000, 4_000, 16_384, 1]), "\(records)")
+        // [8 × 2,000], [2 × 2,000], then 16,383 (too large to gather) alone, then [1 + 1]
+        #expect(Self.carry(records, exactly: [16_000, 4_000, 16_383, 2]), "\(records)")
         #expect(records.allSatisfy { $0.length <= Self.recordPayload + 256 })
         let total = sizes.reduce(0, +)
         #expect(pair.serverSaw.bytes == TestPattern.slice(at: 0, count: total))
+    }
+
+    @Test func aWriteLargerThanTheGatherLimitIsNotCopiedIntoItsNeighbours() throws {
+        let (pair, _) = try HandlerPairTests.makePair()
+        let (records, _) = try Self.writeAndFlush([100, 2_049, 100], from: pair.client, to: pair.server)
+        #expect(Self.carry(records, exactly: [100, 2_049, 100]), "\(records)")
+        #expect(pair.serverSaw.bytes == TestPattern.slice(at: 0, count: 2_249))
     }
 
     @Test func separateFlushesAreSeparateRecords() throws {

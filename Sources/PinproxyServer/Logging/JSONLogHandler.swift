@@ -36,6 +36,9 @@ public struct JSONLogHandler: LogHandler {
         }
         out += "}\n"
         writer.write(out, urgent: true)  // rare lines: out at once; the access log takes AccessRecord's batched path
+        if event.level >= .error {
+            writer.flush()  // on disk before whatever the error leads to (a crash must not swallow it)
+        }
     }
 
     /// `{"ts":…,"level":…,"logger":…,"message":…` — the fields every line starts with.

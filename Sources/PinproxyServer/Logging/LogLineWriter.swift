@@ -34,8 +34,9 @@ public final class LogLineWriter: @unchecked Sendable {
     /// `ConditionLock.value` while holding the lock would deadlock).
     private var pending: [UInt8] = []
     private var phase = Phase.idle
-    /// A `flush()` waits: write what is pending now, not at the next interval.
-    private var flushWanted = false
+    /// A `flush()` waits, or an urgent line came: write what is pending now,
+    /// not at the next interval.
+    private var writeSoon = false
 
     init(fileDescriptor: Int32, maxPending: Int = 8 << 20) {
         self.fileDescriptor = fileDescriptor
@@ -48,6 +49,7 @@ public final class LogLineWriter: @unchecked Sendable {
         thread.name = "pinproxy-log"
         thread.start()
         if fileDescriptor == STDOUT_FILENO {
+            // Every line out before the process ends, however `pinproxy run` returns.
             atexit { LogLineWriter.standardOutput.flush() }
         }
     }
@@ -62,16 +64,21 @@ public final class LogLineWriter: @unchecked Sendable {
     }
 
     public func append(_ bytes: UnsafeBufferPointer<UInt8>, urgent: Bool = false) {
-        if pendingIsFull() {
-            flush()  // the writer is behind (stdout blocked): wait, rather than drop or grow without bound
-        }
         condition.lock()
+        while pending.count >= maxPending {
+            // The writer is behind (stdout blocked): wait, rather than drop or grow without bound.
+            writeSoon = true
+            if phase == .idle { phase = .pending }
+            condition.unlock(withValue: phase)
+            condition.lock(whenValue: .idle)
+        }
         pending.append(contentsOf: bytes)
-        if phase == .idle && (urgent || pending.count >= Self.batchBytes) {
+        if urgent || pending.count >= Self.batchBytes { writeSoon = true }
+        if phase == .idle && writeSoon {
             phase = .pending
             condition.unlock(withValue: phase)  // wakes the writer
         } else {
-            condition.unlock()  // the writer's interval will take it
+            condition.unlock()  // the writer's interval, or its current batch's end, will take it
         }
     }
 
@@ -82,17 +89,11 @@ public final class LogLineWriter: @unchecked Sendable {
             condition.unlock()
             return
         }
-        flushWanted = true
+        writeSoon = true
         if phase == .idle { phase = .pending }
         condition.unlock(withValue: phase)
         condition.lock(whenValue: .idle)
         condition.unlock()
-    }
-
-    private func pendingIsFull() -> Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        return pending.count >= maxPending
     }
 
     private func run() {
@@ -103,19 +104,19 @@ public final class LogLineWriter: @unchecked Sendable {
                 condition.lock()
             }
             if pending.isEmpty {
-                flushWanted = false
+                writeSoon = false
                 phase = .idle
                 condition.unlock(withValue: phase)
                 continue
             }
             swap(&batch, &pending)
+            writeSoon = false
             phase = .writing
             condition.unlock(withValue: phase)
             writeAll(batch)
             batch.removeAll(keepingCapacity: true)
             condition.lock()
-            if pending.isEmpty { flushWanted = false }
-            phase = pending.count >= Self.batchBytes || flushWanted ? .pending : .idle
+            phase = writeSoon && !pending.isEmpty ? .pending : .idle
             condition.unlock(withValue: phase)
         }
     }
