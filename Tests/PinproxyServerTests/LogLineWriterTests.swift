@@ -69,6 +69,17 @@ struct LogLineWriterTests {
     }
 
     /// Runs `count` threads at once, each `body(index)`; false if they have not all returned within `timeout`.
+    /// `threads` threads each write `perThread` tagged lines (and flush every
+    /// `flushEvery` lines, if given); whether they all finished.
+    static func appendFromThreads(_ writer: LogLineWriter, threads: Int, perThread: Int, flushEvery: Int? = nil) -> Bool {
+        runThreads(threads) { thread in
+            for sequence in 0..<perThread {
+                writer.write(line(thread: thread, sequence: sequence))
+                if let flushEvery, sequence % flushEvery == 0 { writer.flush() }
+            }
+        }
+    }
+
     static func runThreads(_ count: Int, within timeout: TimeInterval = 60, _ body: @escaping @Sendable (Int) -> Void) -> Bool {
         let start = DispatchSemaphore(value: 0)
         let done = DispatchSemaphore(value: 0)
@@ -183,11 +194,7 @@ struct LogLineWriterTests {
         let target = try Target()
         let writer = target.writer
         let threads = 4, perThread = 2_000
-        #expect(Self.runThreads(threads) { thread in
-            for sequence in 0..<perThread {
-                writer.write(Self.line(thread: thread, sequence: sequence))
-            }
-        }, "the appending threads did not finish")
+        #expect(Self.appendFromThreads(writer, threads: threads, perThread: perThread), "the appending threads did not finish")
         #expect(Self.returns { writer.flush() }, "flush() did not return")
         Self.checkInterleaved(try target.lines(), threads: threads, perThread: perThread)
     }
@@ -197,12 +204,8 @@ struct LogLineWriterTests {
         let writer = target.writer
         let threads = 4, perThread = 1_000
         // Every thread flushes now and then while the others append.
-        #expect(Self.runThreads(threads) { thread in
-            for sequence in 0..<perThread {
-                writer.write(Self.line(thread: thread, sequence: sequence))
-                if sequence % 97 == 0 { writer.flush() }
-            }
-        }, "the appending threads did not finish")
+        #expect(Self.appendFromThreads(writer, threads: threads, perThread: perThread, flushEvery: 97),
+                "the appending threads did not finish")
         #expect(Self.returns { writer.flush() }, "flush() did not return")
         Self.checkInterleaved(try target.lines(), threads: threads, perThread: perThread)
     }
@@ -212,11 +215,8 @@ struct LogLineWriterTests {
         let target = try Target(maxPending: 64)
         let writer = target.writer
         let threads = 4, perThread = 1_500
-        #expect(Self.runThreads(threads) { thread in
-            for sequence in 0..<perThread {
-                writer.write(Self.line(thread: thread, sequence: sequence))
-            }
-        }, "the appending threads did not finish (an appender waited forever?)")
+        #expect(Self.appendFromThreads(writer, threads: threads, perThread: perThread),
+                "the appending threads did not finish (an appender waited forever?)")
         #expect(Self.returns { writer.flush() }, "flush() did not return")
         Self.checkInterleaved(try target.lines(), threads: threads, perThread: perThread)
     }
