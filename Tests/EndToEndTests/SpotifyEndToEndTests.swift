@@ -94,6 +94,56 @@ struct SpotifyEndToEndTests {
         #expect(stack.api.authorizationHeaders.allSatisfy { $0 == bearer })
     }
 
+    /// A pooled upstream connection is ready at once while the token is still
+    /// being fetched: the body must still wait for its head (it once went
+    /// first, and the upstream read `{"uris"…}POST …` as a request line).
+    @Test func aBodyNeverReachesThePooledUpstreamBeforeItsHead() async throws {
+        let stack = try await Stack()
+        // Head and body in one write, after a warm-up that leaves the upstream
+        // connection pooled: the body is read while the token is being fetched.
+        let script = try stack.dir.write("body_first.py", #"""
+            import socket, ssl, sys
+            port, ca = int(sys.argv[1]), sys.argv[2]
+            sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+            sock.sendall(b"CONNECT api.spotify.test:443 HTTP/1.1\r\nHost: api.spotify.test:443\r\n\r\n")
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += sock.recv(1)
+            tls = ssl.create_default_context(cafile=ca).wrap_socket(sock, server_hostname="api.spotify.test")
+            def exchange(request):
+                tls.sendall(request)
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += tls.recv(65536)
+                head, body = data.split(b"\r\n\r\n", 1)
+                length = [int(l.split(b":")[1]) for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0]
+                while len(body) < length:
+                    body += tls.recv(65536)
+                return head.split(b" ")[1].decode(), body.decode()
+            print(exchange(b"GET /v1/me HTTP/1.1\r\nHost: api.spotify.test\r\n\r\n")[0])
+            body = b'{"uris": ["spotify:track:x"]}'
+            status, answer = exchange(b"POST /v1/me/player/queue HTTP/1.1\r\nHost: api.spotify.test\r\nContent-Type: application/json\r\n"
+                                      b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            print(status, answer)
+            """#)
+        let (status, output) = try ChildProcess.run("python3", [script, String(stack.proxy.port), stack.proxy.caFile])
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("200\n200 "), "\(output)")
+        let last = stack.api.seen.last
+        #expect(last?.method == "POST")
+        #expect(last?.bodyBytes == 29)
+    }
+
+    /// TRACE echoes the request to the app: no bearer token goes with it.
+    @Test func traceNeverCarriesTheInjectedToken() async throws {
+        let stack = try await Stack()
+        #expect(try stack.get().status == 200)
+        _ = try stack.get("/v1/me", ["-X", "TRACE"])
+        let trace = stack.api.seen.last { $0.method == "TRACE" }
+        #expect(trace != nil, "the TRACE reached the upstream")
+        #expect(trace?.authorization == nil, "no token on a TRACE: \(trace?.authorization ?? "")")
+    }
+
     @Test func anExpiringTokenIsReplacedAheadOfExpiry() async throws {
         let stack = try await Stack { $0.update { $0.expiresIn = 3 } }
         #expect(try stack.get().status == 200)

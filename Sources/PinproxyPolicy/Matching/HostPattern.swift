@@ -77,12 +77,14 @@ public struct HostPattern: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { text }
 
-    /// Lowercase, trailing dot and IPv6 brackets removed.
+    /// Lowercase, trailing dot and IPv6 brackets removed, IP literals in
+    /// their one canonical spelling (`IPLiteral`), so no other spelling of an
+    /// address can slip past a policy written for it.
     public static func normalize(_ host: String) -> String {
         var name = host.lowercased()
         if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
         while name.hasSuffix(".") { name.removeLast() }
-        return name
+        return IPLiteral.canonical(name)
     }
 }
 

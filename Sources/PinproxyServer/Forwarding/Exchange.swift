@@ -8,6 +8,10 @@ final class Exchange {
     enum Phase {
         /// Waiting for an upstream connection (pool, dial, TLS, pins).
         case connecting
+        /// An upstream connection is held while the bearer token is fetched.
+        /// Nothing has been written to it: body parts still wait in `pending`,
+        /// so no byte of a request can reach the upstream before its head.
+        case authorizing(UpstreamConnection)
         /// Request and response are streaming.
         case forwarding(UpstreamConnection)
         /// The response is complete; the rest of the request body is dropped.
@@ -25,6 +29,8 @@ final class Exchange {
     var mode: String
     var plan: DialPlan?
     var upstreamHead: HTTPRequestHead?
+    /// How the request body is delimited, decided from the client's head.
+    var framing: RequestFraming = .none
     /// Parts received before the upstream connection was ready.
     var pending: [HTTPServerRequestPart] = []
 
@@ -36,6 +42,12 @@ final class Exchange {
     var closeAfter: Bool
     /// When `response_timeout` runs out (checked by the event loop's `DeadlineSweeper`).
     var responseDeadline: NIODeadline?
+    /// When a request body that stopped arriving is cut (`idle_timeout` after
+    /// its last byte); nil once the request has ended or when it has no body.
+    var bodyDeadline: NIODeadline?
+    /// What went wrong after the response head reached the app
+    /// (`upstream_closed`, `upstream_timeout`): the access line's `error`.
+    var failure: String?
     /// The connection came from the pool (a stale one may be retried once).
     var reusedConnection = false
     var retried = false
@@ -65,13 +77,24 @@ final class Exchange {
     }
 
     var upstream: UpstreamConnection? {
-        if case .forwarding(let connection) = phase { return connection }
-        return nil
+        switch phase {
+        case .authorizing(let connection), .forwarding(let connection): return connection
+        case .connecting, .draining, .refused: return nil
+        }
     }
 
-    /// A request with no body can be sent again on a fresh connection.
-    var replayable: Bool {
-        bytesUp == 0 && requestEnded
+    /// Whether a request that a reused connection lost may be sent again on
+    /// a fresh one. Its head went out, so the upstream may have acted on it:
+    /// only an idempotent request without a body qualifies (RFC 9110 §9.2.2),
+    /// and only when the connection closed without a byte of answer. A POST
+    /// is never sent twice.
+    func retryableAfterLoss(_ error: (any Error)?) -> Bool {
+        guard reusedConnection, !retried, requestEnded, bytesUp == 0, !responseStarted else { return false }
+        if error is HTTPParserError { return false }  // stray bytes: the upstream said something
+        switch request.method {
+        case .GET, .HEAD, .OPTIONS, .PUT, .DELETE: return true
+        default: return false
+        }
     }
 
     /// The policy's pattern, or `_none`: the log's and metrics' name for it.

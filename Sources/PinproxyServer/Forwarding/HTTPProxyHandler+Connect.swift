@@ -13,7 +13,7 @@ extension HTTPProxyHandler {
         guard let authority = Authority(head.uri) else {
             throw ProxyError(.badRequest, host: nil, detail: "CONNECT target \"\(head.uri)\" is not host:port")
         }
-        let host = Authority.normalize(authority.host)
+        let host = try Authority.routingHost(authority.host)
         let port = authority.port ?? 443
         exchange.host = host
         let snapshot = services.store.snapshot
@@ -41,6 +41,11 @@ extension HTTPProxyHandler {
             guard let plan = exchange.plan else { preconditionFailure("tunnel without a dial plan") }
             // The SSRF guard runs here, before the 200: a refused tunnel gets its 403.
             services.connector.dial(plan, on: context.eventLoop) { _ in }.assumeIsolated().whenComplete { result in
+                guard self.isCurrent(exchange) else {
+                    // The app left during the dial: its line was written then (499).
+                    if case .success(let upstream) = result { upstream.close(promise: nil) }
+                    return
+                }
                 switch result {
                 case .failure(let error):
                     self.refuse(exchange, UpstreamConnector.refusal(for: error, host: decision.host), context: context)
@@ -95,7 +100,7 @@ extension HTTPProxyHandler {
                 return leaf
             }
         }
-        let timer = RequestHeadTimer(headerTimeout: headTimer.headerTimeoutAmount, idleTimeout: headTimer.idleTimeoutAmount)
+        let timer = headTimer.makeSibling()
         let inner = HTTPProxyHandler(
             services: services, mode: .intercepted(Interception(host: host, port: decision.port, policy: policy)),
             clientAddress: clientAddress, headTimer: timer, limits: limits)

@@ -148,8 +148,8 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
             if !exchange.requestEnded && upstream.isWritable { context.read() }
         case .draining, .refused:
             if !exchange.requestEnded { context.read() }
-        case .connecting:
-            break  // no more body until the upstream is there
+        case .connecting, .authorizing:
+            break  // no more body until the head has gone up
         }
     }
 
@@ -193,9 +193,22 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
         let exchange = Exchange(request: head, host: "", mode: modeLabel, closeAfter: MessageRules.wantsClose(head) || shuttingDown)
         state = .exchange(exchange)
         do {
-            if let problem = MessageRules.framingProblem(head) {
+            // The decoder's limit counts names and values only; the whole head counts.
+            if MessageRules.wireSize(head) > limits.maxHeaderBytes {
                 exchange.closeAfter = true
-                throw ProxyError(.badRequest, host: nil, detail: "ambiguous message framing: \(problem)")
+                throw ProxyError(.badRequest, host: nil, detail: "request head larger than max_header_bytes (\(limits.maxHeaderBytes) bytes)",
+                                 status: .requestHeaderFieldsTooLarge)
+            }
+            switch RequestFraming.of(head) {
+            case .success(let framing):
+                exchange.framing = framing
+                if framing != .none && head.method != .CONNECT && limits.idleTimeout > .zero {
+                    // A body must keep arriving: a stalled one is cut after idle_timeout.
+                    exchange.bodyDeadline = .now() + TimeAmount(limits.idleTimeout)
+                }
+            case .failure(let problem):
+                exchange.closeAfter = true
+                throw ProxyError(.badRequest, host: nil, detail: "ambiguous message framing: \(problem.message)")
             }
             switch mode {
             case .front:
@@ -228,7 +241,7 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
         guard let target = AbsoluteTarget(head.uri) else {
             throw ProxyError(.badRequest, host: nil, detail: "pinproxy is a forward proxy: send absolute-form requests (GET http://host/path) or CONNECT host:port")
         }
-        let host = Authority.normalize(target.authority.host)
+        let host = try Authority.routingHost(target.authority.host)
         let port = target.authority.port ?? target.defaultPort
         exchange.host = host
         let snapshot = services.store.snapshot
@@ -245,7 +258,7 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
         let hostHeader = target.authority.port.map { "\(target.authority.host):\($0)" } ?? target.authority.host
         var request = head
         request.headers.replaceOrAdd(name: "Host", value: hostHeader)
-        exchange.upstreamHead = MessageRules.upstreamHead(from: request, target: target.originForm, hostHeader: hostHeader, rules: policy?.spec.headers)
+        exchange.upstreamHead = MessageRules.upstreamHead(from: request, target: target.originForm, hostHeader: hostHeader, rules: policy?.spec.headers, framing: exchange.framing)
     }
 
     /// A request inside an intercepted session: its Host must be the CONNECT host.
@@ -278,7 +291,7 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
             throw ProxyError(.badRequest, host: interception.host, detail: "request target \"\(head.uri)\" is not origin-form")
         }
         exchange.plan = plan(host: interception.host, port: interception.port, tls: true, policy: interception.policy)
-        exchange.upstreamHead = MessageRules.upstreamHead(from: head, target: originForm, hostHeader: hostHeaders[0], rules: interception.policy.spec.headers)
+        exchange.upstreamHead = MessageRules.upstreamHead(from: head, target: originForm, hostHeader: hostHeaders[0], rules: interception.policy.spec.headers, framing: exchange.framing)
     }
 
     /// Deny by policy or by default (checks that need no upstream).
@@ -325,7 +338,7 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
             exchange.reusedConnection = reused
             exchange.upstreamAddress = connection.remoteAddress
             exchange.pinVerdict = connection.pinEvaluation?.verdict.metricLabel
-            exchange.phase = .forwarding(connection)
+            exchange.phase = .authorizing(connection)
             connection.receiver = self
             authorize(exchange, connection: connection, context: context)
         }
@@ -340,12 +353,16 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
             return
         }
         let verdict = connection.pinEvaluation?.verdict
-        let permitted = exchange.plan?.tls == true && (verdict?.permitsTokenAttachment(attachUnpinned: auth.attachUnpinned) ?? false)
+        // TRACE echoes the request back to the app (RFC 9110 §9.3.8): a token
+        // attached to it would be handed to the app, so TRACE never gets one.
+        let isTrace = exchange.request.method == .TRACE
+        let permitted = !isTrace && exchange.plan?.tls == true && (verdict?.permitsTokenAttachment(attachUnpinned: auth.attachUnpinned) ?? false)
         if auth.replaceClientAuth || permitted {
             head.headers.remove(name: "Authorization")  // never a mix of the client's and ours
         }
         guard permitted else {
-            services.logger.warning("bearer token not attached: the upstream's pins did not permit it", metadata: [
+            services.logger.warning(isTrace ? "bearer token not attached to TRACE: its response echoes the request"
+                                            : "bearer token not attached: the upstream's pins did not permit it", metadata: [
                 "host": "\(exchange.host)", "policy": "\(exchange.policyLabel)", "verdict": "\(verdict?.metricLabel ?? "no TLS")",
             ])
             exchange.upstreamHead = head
@@ -360,7 +377,7 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
         context.eventLoop.makeFutureWithTask {
             try await tokens.token(session: session)
         }.assumeIsolated().whenComplete { result in
-            guard case .exchange(let current) = self.state, current === exchange, case .forwarding(let held) = exchange.phase, held === connection else {
+            guard case .exchange(let current) = self.state, current === exchange, case .authorizing(let held) = exchange.phase, held === connection else {
                 return  // the client went away meanwhile
             }
             switch result {
@@ -378,6 +395,7 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
     }
 
     private func sendRequest(_ exchange: Exchange, connection: UpstreamConnection, context: ChannelHandlerContext) {
+        exchange.phase = .forwarding(connection)
         connection.write(.head(exchange.upstreamHead!))
         for part in exchange.pending {
             switch part {
@@ -398,6 +416,7 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
 
     private func requestBody(_ body: ByteBuffer, exchange: Exchange) {
         exchange.bytesUp += body.readableBytes
+        if exchange.bodyDeadline != nil { exchange.bodyDeadline = .now() + TimeAmount(limits.idleTimeout) }
         if exchange.policy?.spec.auth != nil, exchange.replayBody != nil {
             // Kept so that a 401 can be answered by a replay with a fresh token.
             exchange.replayBodyBytes += body.readableBytes
@@ -408,7 +427,7 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
             }
         }
         switch exchange.phase {
-        case .connecting: exchange.pending.append(.body(body))
+        case .connecting, .authorizing: exchange.pending.append(.body(body))
         case .forwarding(let upstream): upstream.write(.body(.byteBuffer(body)))
         case .draining, .refused: break
         }
@@ -416,12 +435,13 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
 
     private func requestEnd(_ trailers: HTTPHeaders?, exchange: Exchange, context: ChannelHandlerContext) {
         exchange.requestEnded = true
+        exchange.bodyDeadline = nil
         if let decision = exchange.connect, case .connecting = exchange.phase {
             carryOut(decision, exchange: exchange, context: context)
             return
         }
         switch exchange.phase {
-        case .connecting:
+        case .connecting, .authorizing:
             exchange.pending.append(.end(trailers))
         case .forwarding(let upstream):
             upstream.write(.end(trailers))
@@ -446,16 +466,80 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
     }
 
     func checkDeadlines(now: NIODeadline) {
-        guard let context, case .exchange(let exchange) = state, let deadline = exchange.responseDeadline, deadline <= now else { return }
+        guard let context, case .exchange(let exchange) = state else { return }
+        if let deadline = exchange.bodyDeadline, deadline <= now {
+            requestBodyStalled(exchange, now: now, context: context)
+        } else if let deadline = exchange.responseDeadline, deadline <= now {
+            upstreamStalled(exchange, now: now, context: context)
+        }
+    }
+
+    /// No byte of the request body for `idle_timeout` while pinproxy was
+    /// reading: the body is cut (408), its upstream connection discarded and
+    /// its pool slot freed, so a silent client cannot hold a host's slots.
+    private func requestBodyStalled(_ exchange: Exchange, now: NIODeadline, context: ChannelHandlerContext) {
+        let idle = TimeAmount(limits.idleTimeout)
+        switch exchange.phase {
+        case .connecting, .authorizing:
+            exchange.bodyDeadline = now + idle  // pinproxy is not reading yet
+            return
+        case .forwarding(let upstream) where !upstream.isWritable:
+            exchange.bodyDeadline = now + idle  // the upstream holds the body back, not the client
+            return
+        case .forwarding, .draining, .refused:
+            break
+        }
+        exchange.bodyDeadline = nil
+        services.logger.warning("request body stalled; cutting the exchange", metadata: [
+            "client": "\(clientAddress)", "host": "\(exchange.host)", "bytes_up": "\(exchange.bytesUp)",
+        ])
+        exchange.closeAfter = true
+        refuse(exchange, ProxyError(.badRequest, host: exchange.host.isEmpty ? nil : exchange.host,
+                                    detail: "the request body made no progress for \(idle.seconds) s (limits.idle_timeout)",
+                                    status: .requestTimeout), context: context)
+    }
+
+    /// `response_timeout` ran out waiting for the upstream: for the head (504),
+    /// or between two reads of the body (the app's connection is cut, so the
+    /// response cannot look complete).
+    private func upstreamStalled(_ exchange: Exchange, now: NIODeadline, context: ChannelHandlerContext) {
         exchange.responseDeadline = nil
-        guard !exchange.responseStarted, case .forwarding(let upstream) = exchange.phase else { return }
-        upstream.receiver = nil
-        upstream.reusable = false
-        services.pool.release(upstream)
-        exchange.phase = .refused
+        guard case .forwarding = exchange.phase else { return }
         let timeout = responseTimeout(exchange)
+        if exchange.responseStarted {
+            guard context.channel.isWritable else {
+                exchange.responseDeadline = now + timeout  // reads are withheld for a slow app, not stalled upstream
+                return
+            }
+            abortResponse(exchange, failure: "upstream_timeout",
+                          detail: "no more of the response within \(timeout.seconds) s (response_timeout)", context: context)
+            return
+        }
         refuse(exchange, ProxyError(.upstreamTimeout, host: exchange.host,
                                     detail: "no response from \(exchange.host) within \(timeout.seconds) s (response_timeout)"), context: context)
+    }
+
+    /// The response was cut short after its head went to the app: the app's
+    /// connection closes without completing it (never padded, never reused),
+    /// and the access line says what happened.
+    private func abortResponse(_ exchange: Exchange, failure: String, detail: String, context: ChannelHandlerContext) {
+        services.logger.warning("response cut short", metadata: [
+            "host": "\(exchange.host)", "client": "\(clientAddress)", "bytes_down": "\(exchange.bytesDown)", "reason": "\(detail)",
+        ])
+        if let upstream = exchange.upstream {
+            upstream.receiver = nil
+            upstream.reusable = false
+            services.pool.release(upstream)
+        }
+        exchange.responseDeadline = nil
+        exchange.bodyDeadline = nil
+        exchange.failure = failure
+        exchange.closeAfter = true
+        exchange.phase = .refused
+        state = .closed
+        logAccess(exchange)
+        context.flush()
+        context.close(promise: nil)
     }
 
     // MARK: UpstreamResponseReceiver
@@ -480,19 +564,29 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
             services.logger.info("upstream refused the token; refreshing and replaying once", metadata: [
                 "host": "\(exchange.host)", "policy": "\(exchange.policyLabel)",
             ])
+        case .head(let head) where head.status == .switchingProtocols:
+            // pinproxy asked for no upgrade (it strips `Upgrade`): a 101 means the
+            // upstream's framing is unknowable from here, so the connection ends
+            // with this exchange and never returns to the pool.
+            upstream.receiver = nil
+            upstream.reusable = false
+            upstream.close()
+            refuse(exchange, ProxyError(.connectFailed, host: exchange.host,
+                                        detail: "upstream \(exchange.host) answered 101 Switching Protocols to a request that asked for no upgrade"), context: context)
         case .head(let head):
-            if head.status.code >= 100 && head.status.code < 200 && head.status != .switchingProtocols {
+            if head.status.code >= 100 && head.status.code < 200 {
                 // 100 Continue and friends go to the client as they are.
                 context.write(wrapOutboundOut(.head(MessageRules.clientHead(from: head, closing: false))), promise: nil)
                 return
             }
-            exchange.responseDeadline = nil
+            exchange.responseDeadline = .now() + responseTimeout(exchange)  // now between body reads
             exchange.responseStarted = true
             exchange.status = Int(head.status.code)
             if !MessageRules.upstreamKeepsAlive(head) { upstream.reusable = false }
             context.write(wrapOutboundOut(.head(MessageRules.clientHead(from: head, closing: exchange.closeAfter))), promise: nil)
         case .body(let body):
             exchange.bytesDown += body.readableBytes
+            exchange.responseDeadline = .now() + responseTimeout(exchange)
             context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
         case .end(let trailers):
             if !exchange.requestEnded {
@@ -502,6 +596,7 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
             }
             upstream.receiver = nil
             services.pool.release(upstream)
+            exchange.responseDeadline = nil
             exchange.phase = .draining
             let closeAfter = exchange.closeAfter
             context.writeAndFlush(wrapOutboundOut(.end(trailers))).assumeIsolated().whenComplete { _ in
@@ -539,19 +634,30 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
     }
 
     func upstreamClosed(_ error: (any Error)?) {
-        guard let context, case .exchange(let exchange) = state, case .forwarding = exchange.phase else { return }
-        exchange.responseDeadline = nil
-        if exchange.responseStarted {
-            // The response is cut short: the client must not take it as whole.
-            services.logger.warning("upstream closed mid-response", metadata: ["host": "\(exchange.host)", "client": "\(clientAddress)"])
-            exchange.closeAfter = true
-            exchange.phase = .refused
-            logAccess(exchange)
-            state = .closed
-            context.close(promise: nil)
+        guard let context, case .exchange(let exchange) = state else { return }
+        switch exchange.phase {
+        case .authorizing(let connection):
+            // Lost while the token was fetched: nothing was written, so another
+            // connection may carry the request, whatever its method (once).
+            connection.reusable = false
+            services.pool.release(connection)
+            exchange.phase = .connecting
+            guard !exchange.retried else { break }
+            exchange.retried = true
+            acquireUpstream(exchange, context: context)
+            return
+        case .forwarding:
+            break
+        case .connecting, .draining, .refused:
             return
         }
-        if exchange.reusedConnection && !exchange.retried && exchange.replayable {
+        exchange.responseDeadline = nil
+        if exchange.responseStarted {
+            let detail = error.map { "upstream failed mid-response: \(UpstreamConnector.describe($0))" } ?? "upstream closed mid-response"
+            abortResponse(exchange, failure: "upstream_closed", detail: detail, context: context)
+            return
+        }
+        if exchange.retryableAfterLoss(error) {
             // A pooled connection the server had already closed: once more, on a fresh one.
             exchange.retried = true
             exchange.phase = .connecting
@@ -593,20 +699,26 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
             exchange.closeAfter = true
         }
         if error.code == .badRequest { exchange.closeAfter = true }
+        // The state and the access line come before the writes: a write may
+        // complete at once and close the channel, and `channelInactive` must
+        // then find the exchange already accounted for (one line, one count).
         if exchange.request.method == .CONNECT {
             // NIO's encoder drops the body of any response to CONNECT; a refusal
             // must still carry its JSON, so it goes out as bytes, and the connection closes.
             exchange.closeAfter = true
-            writeRawRefusal(error, context: context)
-            logAccess(exchange)
             state = .closed
+            logAccess(exchange)
+            writeRawRefusal(error, context: context)
             return
         }
         let closeAfter = exchange.closeAfter
+        if closeAfter {
+            state = .closed
+            logAccess(exchange)
+        }
         writeRefusal(error, close: closeAfter, context: context)
         if closeAfter {
-            logAccess(exchange)
-            state = .closed
+            return
         } else if exchange.requestEnded {
             finish(exchange, context: context)
         } else {
@@ -662,9 +774,9 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
         exchange.status = Int(error.status.code)
         exchange.responseStarted = true
         exchange.phase = .refused
-        writeRefusal(error, close: true, context: context)
-        logAccess(exchange)
         state = .closed
+        logAccess(exchange)
+        writeRefusal(error, close: true, context: context)
     }
 
     /// The exchange is complete in both directions: log it and take the next request.
@@ -708,11 +820,17 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
             client: clientAddress, method: exchange.request.method.rawValue, host: exchange.host.isEmpty ? "-" : exchange.host,
             path: exchange.request.uri, status: status, bytesUp: exchange.bytesUp, bytesDown: exchange.bytesDown,
             seconds: exchange.elapsedSeconds, policy: exchange.policyLabel, pin: exchange.pinVerdict,
-            upstream: exchange.upstreamAddress, error: exchange.error?.code.rawValue, mode: exchange.mode
+            upstream: exchange.upstreamAddress, error: exchange.error?.code.rawValue ?? exchange.failure, mode: exchange.mode
         ).log(to: services.accessLog)
     }
 
     // MARK: For the CONNECT extension
+
+    /// Whether `exchange` is still the one in progress (the app has not left).
+    func isCurrent(_ exchange: Exchange) -> Bool {
+        if case .exchange(let current) = state { return current === exchange }
+        return false
+    }
 
     func enterUpgrading() {
         state = .upgrading

@@ -1,8 +1,9 @@
 import NIOHTTP1
 import PinproxyPolicy
 
-/// The HTTP/1.1 rules a proxy owes (RFC 9110 §7.6, RFC 9112 §6): what is
-/// refused as ambiguous framing, which headers are hop-by-hop, `Via`.
+/// The HTTP/1.1 rules a proxy owes (RFC 9110 §7.6, RFC 9112 §6): which
+/// headers are hop-by-hop, `Via`, the heads sent each way. Framing is
+/// `RequestFraming`'s.
 enum MessageRules {
     /// Headers that describe one connection, never forwarded.
     static let hopByHop: Set<String> = [
@@ -10,41 +11,47 @@ enum MessageRules {
         "te", "trailer", "upgrade",
     ]
 
-    /// Request shapes that let two parsers disagree on where a message ends
-    /// (request smuggling): refused with 400 before anything goes upstream.
-    static func framingProblem(_ head: HTTPRequestHead) -> String? {
-        let lengths = head.headers[canonicalForm: "content-length"]
-        let encodings = head.headers[canonicalForm: "transfer-encoding"].map { $0.lowercased() }
-        if !lengths.isEmpty && !encodings.isEmpty {
-            return "both Content-Length and Transfer-Encoding are present"
-        }
-        if lengths.count > 1 || head.headers["content-length"].count > 1 {
-            return "more than one Content-Length"
-        }
-        if let length = lengths.first, UInt64(length) == nil {
-            return "Content-Length \"\(length)\" is not a number"
-        }
-        if !encodings.isEmpty && encodings != ["chunked"] {
-            return "Transfer-Encoding must be exactly \"chunked\", not \"\(encodings.joined(separator: ", "))\""
-        }
-        return nil
-    }
+    /// More header fields than this in a request head are refused with 431
+    /// (Envoy's default is 100; legitimate heads are far below either).
+    static let maxHeaderCount = 256
 
-    /// Removes hop-by-hop headers, and those the Connection header names.
+    /// Removes hop-by-hop headers, and those the Connection header names, in
+    /// one pass over the head: linear in its size whatever the client sends
+    /// (a quadratic strip let one crafted head cost seconds of event-loop CPU).
+    /// `Transfer-Encoding` is left to the framing rules, which rewrite it.
     static func stripHopByHop(_ headers: inout HTTPHeaders) {
-        // One pass to find what must go; most heads carry only `Connection:
-        // keep-alive`, so this usually removes one name.
-        let named = headers[canonicalForm: "connection"].map { $0.lowercased() }
-        var doomed: [String] = []
-        for (name, _) in headers {
+        var named: Set<String> = []
+        var hasHopByHop = false
+        for (name, value) in headers {
             let lower = name.lowercased()
-            if lower != "transfer-encoding" && (hopByHop.contains(lower) || named.contains(lower)) && !doomed.contains(lower) {
-                doomed.append(lower)
+            if lower == "connection" {
+                for token in value.split(separator: ",") {
+                    named.insert(token.trimmingSpaces.lowercased())
+                }
+            }
+            if hopByHop.contains(lower) { hasHopByHop = true }
+        }
+        named.remove("transfer-encoding")
+        guard hasHopByHop || !named.isEmpty else { return }
+        var kept = HTTPHeaders()
+        kept.reserveCapacity(headers.count)
+        for (name, value) in headers {
+            let lower = name.lowercased()
+            if !hopByHop.contains(lower) && !named.contains(lower) {
+                kept.add(name: name, value: value)
             }
         }
-        for name in doomed {
-            headers.remove(name: name)
+        headers = kept
+    }
+
+    /// The size of a head as it stands on the wire (request line, fields with
+    /// their separators, the blank line): what `max_header_bytes` limits.
+    static func wireSize(_ head: HTTPRequestHead) -> Int {
+        var size = head.method.rawValue.utf8.count + head.uri.utf8.count + 12  // " ", " HTTP/1.1\r\n"
+        for (name, value) in head.headers {
+            size += name.utf8.count + value.utf8.count + 4  // ": ", "\r\n"
         }
+        return size + 2
     }
 
     /// Whether the client asked to close after this exchange.
@@ -54,7 +61,9 @@ enum MessageRules {
 
     /// The head sent upstream: origin-form target, hop-by-hop removed, the
     /// policy's header rules applied, `Via` added. The Host header stays.
-    static func upstreamHead(from head: HTTPRequestHead, target: String, hostHeader: String, rules: HeaderRules?) -> HTTPRequestHead {
+    /// Framing comes last, so neither a client's `Connection` header nor a
+    /// policy's header rules can change how the body is delimited.
+    static func upstreamHead(from head: HTTPRequestHead, target: String, hostHeader: String, rules: HeaderRules?, framing: RequestFraming) -> HTTPRequestHead {
         var headers = head.headers
         stripHopByHop(&headers)
         if headers["host"].isEmpty { headers.add(name: "Host", value: hostHeader) }
@@ -62,6 +71,7 @@ enum MessageRules {
             for name in rules.remove { headers.remove(name: name) }
             for field in rules.set { headers.replaceOrAdd(name: field.name, value: field.value) }
         }
+        framing.apply(to: &headers)
         headers.add(name: "Via", value: head.version.major == 1 && head.version.minor == 0 ? "1.0 pinproxy" : Via.value)
         return HTTPRequestHead(version: .http1_1, method: head.method, uri: target, headers: headers)
     }
@@ -139,9 +149,18 @@ struct Authority: Equatable {
     }
 
     static func normalize(_ host: String) -> String {
-        var h = host.lowercased()
-        if h.hasSuffix(".") { h.removeLast() }
-        return h
+        HostPattern.normalize(host)
+    }
+
+    /// The host a request is routed by: normalised, IP literals canonical; a
+    /// host that ends in a number but is no IPv4 address is refused (400), as
+    /// browsers refuse it.
+    static func routingHost(_ host: String) throws -> String {
+        let name = normalize(host)
+        if case .invalid = IPLiteral.parse(name) {
+            throw ProxyError(.badRequest, host: nil, detail: "\"\(host)\" is neither a host name nor an IP address")
+        }
+        return name
     }
 }
 
@@ -166,4 +185,14 @@ struct AbsoluteTarget {
     }
 
     var defaultPort: Int { scheme == "https" ? 443 : 80 }
+}
+
+extension Substring {
+    /// Without leading and trailing spaces and tabs (HTTP's optional white space).
+    var trimmingSpaces: Substring {
+        var text = self
+        while let first = text.first, first == " " || first == "\t" { text.removeFirst() }
+        while let last = text.last, last == " " || last == "\t" { text.removeLast() }
+        return text
+    }
 }

@@ -1,4 +1,5 @@
 import NIOCore
+import NIOHTTP1
 
 /// Bounds how long a client may take to send a request head (slow-loris,
 /// `limits.header_timeout`) and how long a connection may sit idle between
@@ -6,6 +7,11 @@ import NIOCore
 /// only watches bytes arrive; the proxy handler says when a head is complete
 /// and when the connection is idle again. The deadlines are checked by the
 /// event loop's `DeadlineSweeper`.
+///
+/// It also counts the bytes of a head as they arrive: the decoder's own
+/// limit counts only header names and values, so a head of many tiny fields
+/// or of a long request line could be several times `max_header_bytes`.
+/// A head still incomplete past the limit is refused (431) here.
 final class RequestHeadTimer: ChannelInboundHandler, RemovableChannelHandler, DeadlineWatcher {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -13,8 +19,8 @@ final class RequestHeadTimer: ChannelInboundHandler, RemovableChannelHandler, De
     private enum State {
         /// Between requests: no byte of a head yet.
         case idle(NIODeadline?)
-        /// Bytes of a head are arriving.
-        case readingHead(NIODeadline?)
+        /// Bytes of a head are arriving (how many so far).
+        case readingHead(NIODeadline?, bytes: Int)
         /// A head is complete; the exchange is in progress.
         case inExchange
     }
@@ -22,17 +28,22 @@ final class RequestHeadTimer: ChannelInboundHandler, RemovableChannelHandler, De
     private var state: State = .inExchange
     private let headerTimeout: TimeAmount
     private let idleTimeout: TimeAmount
+    /// `limits.max_header_bytes`, counted over the whole head.
+    private let maxHeadBytes: Int
     private var context: ChannelHandlerContext?
     private var sweeper: DeadlineSweeper?
     /// Why the connection was closed by a timer, for the log.
     var onTimeout: ((String) -> Void)?
 
-    var headerTimeoutAmount: TimeAmount { headerTimeout }
-    var idleTimeoutAmount: TimeAmount { idleTimeout }
-
-    init(headerTimeout: TimeAmount, idleTimeout: TimeAmount) {
+    init(headerTimeout: TimeAmount, idleTimeout: TimeAmount, maxHeadBytes: Int) {
         self.headerTimeout = headerTimeout
         self.idleTimeout = idleTimeout
+        self.maxHeadBytes = maxHeadBytes
+    }
+
+    /// A timer for an inner layer (an intercepted session) with the same limits.
+    func makeSibling() -> RequestHeadTimer {
+        RequestHeadTimer(headerTimeout: headerTimeout, idleTimeout: idleTimeout, maxHeadBytes: maxHeadBytes)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -59,10 +70,22 @@ final class RequestHeadTimer: ChannelInboundHandler, RemovableChannelHandler, De
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .idle = state {
-            state = .readingHead(deadline(after: headerTimeout))
+        let count = unwrapInboundIn(data).readableBytes
+        switch state {
+        case .idle:
+            state = .readingHead(deadline(after: headerTimeout), bytes: count)
+        case .readingHead(let deadline, let bytes):
+            state = .readingHead(deadline, bytes: bytes + count)
+        case .inExchange:
+            break
         }
         context.fireChannelRead(data)
+        // The decoder has seen these bytes; a head that is still not complete
+        // after more than the limit is refused as oversize.
+        if case .readingHead(_, let bytes) = state, bytes > maxHeadBytes {
+            state = .inExchange  // once
+            context.fireErrorCaught(HTTPParserError.headerOverflow)
+        }
     }
 
     /// The proxy handler decoded a whole head.
@@ -80,7 +103,7 @@ final class RequestHeadTimer: ChannelInboundHandler, RemovableChannelHandler, De
         switch state {
         case .idle(let deadline?) where deadline <= now:
             reason = "idle longer than idle_timeout"
-        case .readingHead(let deadline?) where deadline <= now:
+        case .readingHead(let deadline?, _) where deadline <= now:
             reason = "no complete request head within header_timeout"
         case .idle, .readingHead, .inExchange:
             return

@@ -123,7 +123,7 @@ public final class ProxyServer: Service, Sendable {
 
         let limits = snapshot.config.limits
         let sync = channel.pipeline.syncOperations
-        let timer = RequestHeadTimer(headerTimeout: TimeAmount(limits.headerTimeout), idleTimeout: TimeAmount(limits.idleTimeout))
+        let timer = RequestHeadTimer(headerTimeout: TimeAmount(limits.headerTimeout), idleTimeout: TimeAmount(limits.idleTimeout), maxHeadBytes: limits.maxHeaderBytes)
         timer.onTimeout = { reason in
             services.logger.info("client connection closed", metadata: ["client": "\(client)", "reason": "\(reason)"])
         }

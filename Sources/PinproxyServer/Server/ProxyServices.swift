@@ -64,6 +64,7 @@ final class ProxyServices: Sendable {
         var configuration = NIOHTTPDecoderLimitConfiguration()
         configuration.maxHeaderListSize = limits.maxHeaderBytes
         configuration.maxHeaderFieldSize = limits.maxHeaderBytes
+        configuration.maxHeaderFieldCount = MessageRules.maxHeaderCount
         return configuration
     }
 }

@@ -118,7 +118,14 @@ final class UpstreamHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        receiver?.upstreamReceived(unwrapInboundIn(data))
+        guard let receiver else {
+            // A response nobody asked for (an idle pooled connection, or after
+            // the exchange let go): taking it as the next request's answer would
+            // hand one app another's response, so the connection ends here.
+            context.close(promise: nil)
+            return
+        }
+        receiver.upstreamReceived(unwrapInboundIn(data))
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {

@@ -60,7 +60,11 @@ final class UpstreamConnector: Sendable {
                     sessionKey: "\(policy.digest)|\(plan.host):\(plan.port)",
                     verifier: self.pinVerifier(plan: plan, policy: policy, into: evaluation)))
             }
-            try sync.addHTTPClientHandlers()
+            // Framing is pinproxy's decision (`RequestFraming`), never the encoder's
+            // guess from the method: automatic framing headers are off.
+            var encoder = HTTPRequestEncoder.Configuration()
+            encoder.automaticallySetFramingHeaders = false
+            try sync.addHTTPClientHandlers(encoderConfiguration: encoder)
             try sync.addHandler(handler)
         }.flatMap { channel -> EventLoopFuture<UpstreamConnection> in
             let (handler, evaluation) = slot.withLockedValue { $0! }

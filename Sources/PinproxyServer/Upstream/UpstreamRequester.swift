@@ -78,6 +78,8 @@ private final class ResponseCollector: UpstreamResponseReceiver, @unchecked Send
 
     func exchange(_ head: HTTPRequestHead, body: [UInt8], timeout: TimeAmount) -> EventLoopFuture<CollectedResponse> {
         let loop = connection.channel.eventLoop
+        var head = head
+        RequestFraming.length(UInt64(body.count)).apply(to: &head.headers)
         loop.execute {
             self.connection.receiver = self
             self.connection.write(.head(head))

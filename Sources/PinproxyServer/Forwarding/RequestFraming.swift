@@ -1,0 +1,95 @@
+import NIOHTTP1
+
+/// How a forwarded request's body is delimited on the upstream connection.
+///
+/// pinproxy decides this itself, from the client's head, and writes exactly
+/// one framing header upstream. It never lets an HTTP encoder infer framing
+/// from the method: NIO's encoder treats GET, DELETE and TRACE as bodiless,
+/// and with a body but no framing header it writes the body bytes raw, where
+/// the upstream parses them as the next request (request smuggling, with the
+/// smuggled response handed to whoever borrows the pooled connection next).
+/// The upstream encoder runs with automatic framing off; this is the only
+/// place framing headers are written.
+enum RequestFraming: Equatable, Sendable {
+    /// No body: no framing header goes up.
+    case none
+    /// `Content-Length: n`.
+    case length(UInt64)
+    /// `Transfer-Encoding: chunked`.
+    case chunked
+
+    /// More `Connection` tokens than any real client sends: refused, so that
+    /// a crafted head cannot make hop-by-hop handling expensive.
+    static let maxConnectionTokens = 32
+
+    /// Headers that decide framing: a `Connection` header may not name them
+    /// (a hop-by-hop strip would otherwise remove the only length).
+    private static let framingHeaders: Set<String> = ["content-length", "transfer-encoding"]
+
+    /// The framing of a client's request, or why it is ambiguous (400).
+    /// Header names and `chunked` compare without case, as the decoder that
+    /// read the body did.
+    static func of(_ head: HTTPRequestHead) -> Result<RequestFraming, FramingProblem> {
+        var lengths: [Substring] = []
+        var encodings: [Substring] = []
+        var connectionTokens = 0
+        for (name, value) in head.headers {
+            if name.utf8.count == 14, name.lowercased() == "content-length" {
+                lengths.append(contentsOf: value.split(separator: ",", omittingEmptySubsequences: false).map(\.trimmingSpaces))
+            } else if name.utf8.count == 17, name.lowercased() == "transfer-encoding" {
+                encodings.append(contentsOf: value.split(separator: ",", omittingEmptySubsequences: false).map(\.trimmingSpaces))
+            } else if name.utf8.count == 10, name.lowercased() == "connection" {
+                for token in value.split(separator: ",") {
+                    connectionTokens += 1
+                    if connectionTokens > maxConnectionTokens {
+                        return .failure(.init("more than \(maxConnectionTokens) Connection tokens"))
+                    }
+                    let lower = token.trimmingSpaces.lowercased()
+                    if framingHeaders.contains(lower) {
+                        return .failure(.init("Connection names \(lower), a header that frames the message"))
+                    }
+                }
+            }
+        }
+        if !lengths.isEmpty && !encodings.isEmpty {
+            return .failure(.init("both Content-Length and Transfer-Encoding are present"))
+        }
+        if lengths.count > 1 {
+            return .failure(.init("more than one Content-Length"))
+        }
+        if let length = lengths.first {
+            // Digits only: `+5`, `0x5` or ` 5 5` would be read differently by someone.
+            guard !length.isEmpty, length.utf8.count <= 19, length.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let value = UInt64(length) else {
+                return .failure(.init("Content-Length \"\(length)\" is not a number"))
+            }
+            return .success(.length(value))
+        }
+        if !encodings.isEmpty {
+            guard encodings.count == 1, encodings[0].lowercased() == "chunked" else {
+                return .failure(.init("Transfer-Encoding must be exactly \"chunked\", not \"\(encodings.joined(separator: ", "))\""))
+            }
+            guard head.version.major == 1 && head.version.minor >= 1 else {
+                return .failure(.init("Transfer-Encoding in an HTTP/1.0 request"))
+            }
+            return .success(.chunked)
+        }
+        return .success(.none)
+    }
+
+    /// Removes every framing header, then writes this framing's one header.
+    func apply(to headers: inout HTTPHeaders) {
+        headers.remove(name: "content-length")
+        headers.remove(name: "transfer-encoding")
+        switch self {
+        case .none: break
+        case .length(let length): headers.add(name: "Content-Length", value: String(length))
+        case .chunked: headers.add(name: "Transfer-Encoding", value: "chunked")
+        }
+    }
+}
+
+/// Why a request's framing was refused.
+struct FramingProblem: Error, Equatable, Sendable {
+    var message: String
+    init(_ message: String) { self.message = message }
+}

@@ -1,0 +1,277 @@
+import Foundation
+import PinproxyTestSupport
+import Testing
+
+/// Attacks that once worked against pinproxy, each replayed on loopback
+/// against the real binary: smuggling through framing the encoder guessed,
+/// oversize heads, other spellings of a denied IP, a request sent twice, an
+/// unasked 101, a stalled body holding a host's only slot, a CONNECT logged
+/// twice. Every test here failed before its fix.
+@Suite("Security regressions", .serialized)
+struct SecurityRegressionTests {
+    final class Setup: @unchecked Sendable {
+        let dir: TemporaryDirectory
+        let pki: TestPKI
+        let upstream: TestUpstream
+        let scripted: ScriptedUpstream
+        let blackhole: Blackhole
+        let proxy: ProxyHarness
+
+        init() async throws {
+            dir = try TemporaryDirectory("pinproxy-security")
+            pki = try TestPKI.make(in: dir, names: ["api.test"])
+            upstream = try await TestUpstream(chainFile: pki.chainFile, keyFile: pki.leafKey)
+            scripted = try ScriptedUpstream(directory: dir)
+            blackhole = try Blackhole()
+            proxy = try ProxyHarness(policies: """
+                hosts:
+                  - match: api.test
+                    action: intercept
+                    upgrade_to_tls: true
+                    upstream: 127.0.0.1:\(upstream.port)
+                    tls: { ca_file: \(pki.rootCertificate) }
+                    probe_interval: 0
+                  - match: plain.test
+                    action: tunnel
+                    upstream: 127.0.0.1:\(scripted.port)
+                    response_timeout: 1s
+                  - match: slot.test
+                    action: tunnel
+                    upstream: 127.0.0.1:\(scripted.port)
+                    max_upstream_connections: 1
+                    queue_timeout: 20s
+                  - match: hole.test
+                    action: tunnel
+                    upstream: 127.0.0.1:\(blackhole.port)
+                    connect_timeout: 1s
+                    retries: 0
+                  - match: 127.0.0.1
+                    action: deny
+                """, mainConfig: """
+                default_action: tunnel
+                network:
+                  allow: [127.0.0.0/8]
+                limits:
+                  idle_timeout: 2s
+                """, directory: dir)
+        }
+    }
+
+    static let setup = Task { try await Setup() }
+
+    static let smuggled = "GET /SMUGGLED HTTP/1.1\r\nHost: evil.test\r\nAuthorization: Bearer attacker\r\n\r\n"
+
+    // MARK: Item 1: framing is pinproxy's decision
+
+    @Test(arguments: [
+        ("TRACE with a length", "TRACE http://api.test/echo-trace HTTP/1.1\r\nHost: api.test\r\nContent-Length: \(smuggled.utf8.count)\r\n\r\n\(smuggled)"),
+        ("GET with capital Chunked", "GET http://api.test/echo-chunked HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: Chunked\r\n\r\n"
+            + String(smuggled.utf8.count, radix: 16) + "\r\n\(smuggled)\r\n0\r\n\r\n"),
+        ("DELETE with a length", "DELETE http://api.test/echo-delete HTTP/1.1\r\nHost: api.test\r\nContent-Length: \(smuggled.utf8.count)\r\n\r\n\(smuggled)"),
+    ])
+    func aBodyOnABodilessMethodGoesUpFramedAndNeverAsASecondRequest(shape: String, request: String) async throws {
+        let s = try await Self.setup.value
+        let client = try RawClient(port: s.proxy.port)
+        client.send(request + "GET http://api.test/echo-after HTTP/1.1\r\nHost: api.test\r\nConnection: close\r\n\r\n")
+        let text = client.readToEnd()
+        #expect(text.hasPrefix("HTTP/1.1 200"), "\(shape): \(text.prefix(300))")
+        #expect(text.contains("\"body_bytes\": \(Self.smuggled.utf8.count)"), "\(shape): the upstream read the body as a body: \(text.prefix(600))")
+        #expect(text.contains("\"uri\": \"/echo-after\""), "\(shape): the next request got its own answer")
+        #expect(!text.contains("/SMUGGLED"), "\(shape)")
+        // Another app's request on the (pooled) upstream connection gets its own answer.
+        let victim = try Curl.run("http://api.test/echo-victim", proxy: s.proxy, directory: s.dir)
+        #expect(victim.body.contains("\"uri\": \"/echo-victim\""), "\(victim.body)")
+        #expect(!s.upstream.requests.withLockedValue { $0 }.contains { $0.contains("SMUGGLED") }, "\(shape): nothing was smuggled upstream")
+    }
+
+    @Test func connectionNamingContentLengthIsRefused() async throws {
+        let s = try await Self.setup.value
+        let client = try RawClient(port: s.proxy.port)
+        client.send("GET http://api.test/echo-connection HTTP/1.1\r\nHost: api.test\r\nConnection: content-length\r\n"
+                    + "Content-Length: \(Self.smuggled.utf8.count)\r\n\r\n\(Self.smuggled)")
+        let text = client.readToEnd()
+        #expect(text.hasPrefix("HTTP/1.1 400"), "\(text.prefix(300))")
+        #expect(text.contains("X-Pinproxy-Error: bad_request"))
+        #expect(!s.upstream.requests.withLockedValue { $0 }.contains { $0.contains("/echo-connection") || $0.contains("SMUGGLED") })
+    }
+
+    @Test func framingInsideAnInterceptedSessionIsDecidedTheSameWay() async throws {
+        let s = try await Self.setup.value
+        let script = try s.dir.write("smuggle_tls.py", #"""
+            import socket, ssl, sys
+            port, ca, smuggled = int(sys.argv[1]), sys.argv[2], sys.argv[3].encode()
+            sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+            sock.sendall(b"CONNECT api.test:443 HTTP/1.1\r\nHost: api.test:443\r\n\r\n")
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += sock.recv(1)
+            tls = ssl.create_default_context(cafile=ca).wrap_socket(sock, server_hostname="api.test")
+            body = b"%x\r\n%s\r\n0\r\n\r\n" % (len(smuggled), smuggled)
+            tls.sendall(b"GET /echo-in-session HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: Chunked\r\n\r\n" + body
+                        + b"GET /echo-in-session-after HTTP/1.1\r\nHost: api.test\r\nConnection: close\r\n\r\n")
+            data = b""
+            while True:
+                chunk = tls.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            sys.stdout.write(data.decode("latin-1"))
+            """#)
+        let (status, output) = try ChildProcess.run("python3", [script, String(s.proxy.port), s.proxy.caFile, Self.smuggled])
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("\"body_bytes\": \(Self.smuggled.utf8.count)"), "\(output.prefix(600))")
+        #expect(output.contains("/echo-in-session-after"))
+        #expect(!s.upstream.requests.withLockedValue { $0 }.contains { $0.contains("SMUGGLED") })
+    }
+
+    // MARK: Item 7: the whole head counts
+
+    @Test func aHeadOfManyTinyFieldsIsRefusedWith431() async throws {
+        let s = try await Self.setup.value
+        let client = try RawClient(port: s.proxy.port)
+        let fields = String(repeating: "a: b\r\n", count: 20_000)  // 120 KB of head, 40 KB of names and values
+        client.send("GET http://api.test/echo-many HTTP/1.1\r\nHost: api.test\r\n" + fields + "\r\n")
+        let text = client.readToEnd()
+        #expect(text.hasPrefix("HTTP/1.1 431"), "\(text.prefix(300))")
+        #expect(!s.upstream.requests.withLockedValue { $0 }.contains("GET /echo-many"))
+    }
+
+    @Test func aRequestLineLongerThanTheLimitIsRefusedWith431() async throws {
+        let s = try await Self.setup.value
+        let client = try RawClient(port: s.proxy.port)
+        let path = "/echo-long?" + String(repeating: "q", count: 100_000)
+        client.send("GET http://api.test\(path) HTTP/1.1\r\nHost: api.test\r\n\r\n")
+        let text = client.readToEnd()
+        #expect(text.hasPrefix("HTTP/1.1 431"), "\(text.prefix(300))")
+    }
+
+    @Test func aConnectionHeaderWithTooManyTokensIsRefused() async throws {
+        let s = try await Self.setup.value
+        let client = try RawClient(port: s.proxy.port)
+        let tokens = (0..<40).map { "x-\($0)" }.joined(separator: ", ")
+        client.send("GET http://api.test/echo-tokens HTTP/1.1\r\nHost: api.test\r\nConnection: \(tokens)\r\n\r\n")
+        #expect(client.readToEnd().hasPrefix("HTTP/1.1 400"))
+    }
+
+    // MARK: Item 8: one spelling of an address
+
+    @Test(arguments: ["2130706433", "0x7f000001", "0177.0.0.1", "127.1", "[::ffff:127.0.0.1]", "127.0.0.1."])
+    func otherSpellingsOfADeniedAddressAreDenied(spelling: String) async throws {
+        let s = try await Self.setup.value
+        let client = try RawClient(port: s.proxy.port)
+        client.send("CONNECT \(spelling):\(s.scripted.port) HTTP/1.1\r\nHost: \(spelling):\(s.scripted.port)\r\n\r\n")
+        let text = client.readToEnd()
+        #expect(text.hasPrefix("HTTP/1.1 403"), "\(spelling): \(text.prefix(200))")
+        #expect(text.contains("host_denied"), "\(spelling)")
+        let plain = try RawClient(port: s.proxy.port)
+        plain.send("GET http://\(spelling):\(s.scripted.port)/denied HTTP/1.1\r\nHost: \(spelling)\r\nConnection: close\r\n\r\n")
+        #expect(plain.readToEnd().hasPrefix("HTTP/1.1 403"), "\(spelling), absolute-form")
+    }
+
+    @Test func aHostThatEndsInANumberButIsNoAddressIsRefused() async throws {
+        let s = try await Self.setup.value
+        let client = try RawClient(port: s.proxy.port)
+        client.send("CONNECT 127.0.0.256:443 HTTP/1.1\r\nHost: 127.0.0.256:443\r\n\r\n")
+        let text = client.readToEnd()
+        #expect(text.hasPrefix("HTTP/1.1 400"), "\(text.prefix(200))")
+    }
+
+    // MARK: Item 9: a request lost on a reused connection is sent again only when that is safe
+
+    @Test(arguments: ["/close-after-request", "/stray"])
+    func aPostLostOnAReusedConnectionIsNeverSentTwice(path: String) async throws {
+        let s = try await Self.setup.value
+        let client = try RawClient(port: s.proxy.port)
+        // One connection: a warm-up that leaves the upstream connection pooled, then the POST on it.
+        client.send("GET http://plain.test/warm HTTP/1.1\r\nHost: plain.test\r\n\r\n")
+        #expect(client.readResponse().head.hasPrefix("HTTP/1.1 200"))
+        client.send("POST http://plain.test\(path)-post HTTP/1.1\r\nHost: plain.test\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        let text = client.readToEnd()
+        #expect(text.hasPrefix("HTTP/1.1 502"), "\(text.prefix(300))")
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(s.scripted.count("POST \(path)-post") == 1, "\(s.scripted.requests)")
+    }
+
+    // MARK: Item 12: an unasked 101 ends its upstream connection
+
+    @Test func anUnaskedSwitchingProtocolsIsRefusedAndItsConnectionNotReused() async throws {
+        let s = try await Self.setup.value
+        let client = try RawClient(port: s.proxy.port)
+        client.send("GET http://plain.test/switch HTTP/1.1\r\nHost: plain.test\r\nConnection: close\r\n\r\n")
+        let text = client.readToEnd()
+        #expect(text.hasPrefix("HTTP/1.1 502"), "\(text.prefix(300))")
+        #expect(text.contains("101"), "the detail names the 101")
+        let next = try Curl.run("http://plain.test/after-switch", proxy: s.proxy, extra: ["--max-time", "10"], directory: s.dir)
+        #expect(next.status == 200, "the next request gets a fresh connection: \(next.stderr)")
+        #expect(next.body == "ok")
+    }
+
+    // MARK: Item 3: a stalled request body is cut and frees its slot
+
+    @Test func aStalledBodyIsCutAndItsUpstreamSlotFreed() async throws {
+        let s = try await Self.setup.value
+        let staller = try RawClient(port: s.proxy.port)
+        staller.send("POST http://slot.test/stalled HTTP/1.1\r\nHost: slot.test\r\nContent-Length: 1000\r\n\r\n0123456789")
+        try await Task.sleep(for: .milliseconds(300))  // it holds slot.test's only upstream connection
+        let other = try Curl.run("http://slot.test/served", proxy: s.proxy, extra: ["--max-time", "30"], directory: s.dir)
+        #expect(other.status == 200, "served once the stalled body was cut: \(other.status) \(other.body)")
+        let text = staller.readToEnd()
+        #expect(text.hasPrefix("HTTP/1.1 408"), "\(text.prefix(300))")
+        #expect(text.contains("idle_timeout"))
+    }
+
+    // MARK: Item 14: a CONNECT whose app leaves during the dial is one line
+
+    @Test func aConnectAbandonedDuringTheDialIsLoggedOnce() async throws {
+        let s = try await Self.setup.value
+        let client = try RawClient(port: s.proxy.port)
+        client.send("CONNECT hole.test:443 HTTP/1.1\r\nHost: hole.test:443\r\n\r\n")
+        try await Task.sleep(for: .milliseconds(300))
+        client.closeNow()
+        try await Task.sleep(for: .seconds(2))  // past connect_timeout: the dial has failed by now
+        let lines = s.proxy.accessLog.filter { ($0["host"] as? String) == "hole.test" }
+        #expect(lines.count == 1, "\(lines)")
+        #expect(lines.first?["status"] as? Int == 499)
+    }
+}
+
+/// A loopback port whose accept queue is full and never drained: a connect
+/// to it neither succeeds nor is refused, it hangs until its timeout.
+final class Blackhole: @unchecked Sendable {
+    let port: Int
+    private let listener: Int32
+    private let fillers: [Int32]
+
+    init() throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.listener = listener
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, length) == 0 && listen(listener, 0) == 0 && getsockname(listener, $0, &length) == 0
+            }
+        }
+        guard ok else { throw TestSupportError("blackhole: \(String(cString: strerror(errno)))") }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        // Fill the queue with connections nobody accepts (non-blocking: a filler may itself hang).
+        var fillers: [Int32] = []
+        for _ in 0..<4 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            _ = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            fillers.append(fd)
+        }
+        self.fillers = fillers
+        usleep(200_000)
+    }
+
+    deinit {
+        fillers.forEach { close($0) }
+        close(listener)
+    }
+}

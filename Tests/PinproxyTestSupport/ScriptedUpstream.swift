@@ -1,0 +1,115 @@
+import Foundation
+
+/// A plain-HTTP upstream in Python that misbehaves on request, path by path:
+/// it is not pinproxy's code, so what it receives is what went on the wire.
+/// Every request line it reads is printed as `REQ METHOD PATH` (with the
+/// body length it read), so tests can count how often a request arrived.
+///
+/// Paths: `/close-after-request` closes without answering; `/stray` answers
+/// with bytes that are no HTTP; `/switch` answers 101 unasked; `/reset-mid-body`
+/// promises 1 MB, sends 10 KB and resets; `/stall-mid-body` promises 1 MB,
+/// sends 64 KB and goes quiet for 20 s; anything else is `200 ok`.
+public final class ScriptedUpstream: @unchecked Sendable {
+    public let process: ChildProcess
+    public let port: Int
+
+    public init(directory: TemporaryDirectory) throws {
+        let script = try directory.write("scripted_upstream.py", Self.script)
+        process = try ChildProcess("python3", ["-u", script], directory: directory, name: "scripted-upstream-\(UUID().uuidString)")
+        port = try process.waitForOutput(timeout: 20) { text in
+            text.split(separator: "\n").first { $0.hasPrefix("PORT ") }.flatMap { Int($0.dropFirst(5)) }
+        }
+    }
+
+    deinit { process.stop() }
+
+    /// The request lines received so far (`POST /x 0`).
+    public var requests: [String] {
+        process.outputText.split(separator: "\n").filter { $0.hasPrefix("REQ ") }.map { String($0.dropFirst(4)) }
+    }
+
+    public func count(_ prefix: String) -> Int {
+        requests.filter { $0.hasPrefix(prefix) }.count
+    }
+
+    static let script = #"""
+    import socket, struct, threading, time, sys
+
+    def read_head(conn, buf):
+        while b"\r\n\r\n" not in buf:
+            data = conn.recv(65536)
+            if not data:
+                return None, buf
+            buf += data
+        head, rest = buf.split(b"\r\n\r\n", 1)
+        return head.decode("latin-1"), rest
+
+    def serve(conn):
+        buf = b""
+        conn.settimeout(30)
+        try:
+            while True:
+                head, buf = read_head(conn, buf)
+                if head is None:
+                    return
+                lines = head.split("\r\n")
+                method, path = lines[0].split(" ")[:2]
+                length = 0
+                for line in lines[1:]:
+                    name, _, value = line.partition(":")
+                    if name.strip().lower() == "content-length":
+                        length = int(value.strip())
+                while len(buf) < length:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    buf += data
+                buf = buf[length:]
+                print("REQ %s %s %d" % (method, path, length), flush=True)
+                if path.startswith("/close-after-request"):
+                    conn.close()
+                    return
+                if path.startswith("/stray"):
+                    conn.sendall(b"\x00\x01 not http at all\r\n\r\n")
+                    time.sleep(0.5)
+                    conn.close()
+                    return
+                if path.startswith("/switch"):
+                    conn.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: other\r\nConnection: upgrade\r\n\r\n")
+                    continue
+                if path.startswith("/reset-mid-body"):
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n" + b"x" * 10240)
+                    time.sleep(0.2)
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    conn.close()
+                    return
+                if path.startswith("/stall-mid-body"):
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n" + b"y" * 65536)
+                    time.sleep(20)
+                    conn.close()
+                    return
+                body = b"ok"
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        except OSError:
+            pass
+        finally:
+            try:
+                conn.close()
+            except OSError:
+                pass
+
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    print("PORT %d" % server.getsockname()[1], flush=True)
+    deadline = time.time() + 600  # bounded: gone after ten minutes whatever happens
+    server.settimeout(1)
+    while time.time() < deadline:
+        try:
+            conn, _ = server.accept()
+        except socket.timeout:
+            continue
+        threading.Thread(target=serve, args=(conn,), daemon=True).start()
+    """#
+}
