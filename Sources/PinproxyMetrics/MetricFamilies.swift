@@ -43,6 +43,10 @@ extension MetricFamily {
     static let denied = MetricFamily(
         name: "denied_total", help: "Refusals, by error code.",
         labels: ["reason"])
+    static let clientHandshakes = MetricFamily(
+        name: "client_handshakes_total",
+        help: "TLS handshakes of apps on intercepted sessions, by result (untrusted_ca: the app refused pinproxy's certificate).",
+        labels: ["result"])
     static let clientConnections = MetricFamily(
         name: "client_connections", help: "Open client connections.",
         labels: [])

@@ -126,3 +126,14 @@ public enum SwapResult: String, Sendable, Hashable, CaseIterable {
     /// The client went over its rate limit on the swap listener: 429.
     case rateLimited = "rate_limited"
 }
+
+/// `client_handshakes_total{result}`: how an app's TLS handshake with an
+/// interception certificate ended. `untrusted_ca` is the first-hour failure
+/// of every intercepting proxy: the app does not trust pinproxy's CA yet.
+public enum ClientHandshakeResult: String, Sendable, Hashable, CaseIterable {
+    case ok
+    case untrustedCA = "untrusted_ca"
+    case tlsVersion = "tls_version"
+    case tlsCipher = "tls_cipher"
+    case tlsHandshake = "tls_handshake"
+}

@@ -15,6 +15,11 @@ extension PinproxyMetrics {
         counter(.denied, reason.rawValue).increment()
     }
 
+    /// One app's TLS handshake with an interception certificate.
+    public func clientHandshake(result: ClientHandshakeResult) {
+        counter(.clientHandshakes, result.rawValue).increment()
+    }
+
     /// A client connection opened (+1) or closed (-1).
     public func clientConnections(delta: Int) {
         gauge(.clientConnections).increment(by: Double(delta))

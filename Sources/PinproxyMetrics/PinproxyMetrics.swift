@@ -50,6 +50,7 @@ public final class PinproxyMetrics: Sendable {
         self.registry = registry
         gauge(.clientConnections).set(to: 0)
         counter(.mintedCertificates).increment(by: Int64(0))
+        for result in [ClientHandshakeResult.ok, .untrustedCA] { counter(.clientHandshakes, result.rawValue).increment(by: Int64(0)) }
         for reason in DenialReason.allCases { counter(.denied, reason.rawValue).increment(by: Int64(0)) }
         for result in ["success", "failure"] { counter(.policyReloads, result).increment(by: Int64(0)) }
     }

@@ -141,8 +141,11 @@ final class TLSConnection {
             let entries = OpenSSLErrorQueue.drain()
             let verify = context.configuration.role == .client && context.configuration.verification == .full
                 ? SSL_get_verify_result(ssl) : Int(X509_V_OK)
+            // A client that already holds the server's certificate is past the
+            // server's hello: ciphers were agreed, whatever alert follows.
+            let pastServerHello = context.configuration.role == .client && SSL_get0_peer_certificate(ssl) != nil
             return .failed(TLSError.classifyHandshakeFailure(
-                verifyResult: verify, errors: entries,
+                verifyResult: verify, errors: entries, pastServerHello: pastServerHello,
                 fallback: error == SSL_ERROR_SYSCALL ? "transport error during handshake" : "handshake failed (SSL error \(error))"))
         }
     }
@@ -167,7 +170,7 @@ final class TLSConnection {
             OpenSSLErrorQueue.clear()
             return .complete(.closeNotify)
         default:
-            return .failed(.protocolFailure(OpenSSLErrorQueue.drainReason(or: "SSL_read failed")))
+            return .failed(TLSError.classifyReadFailure(OpenSSLErrorQueue.drain(), fallback: "SSL_read failed"))
         }
     }
 

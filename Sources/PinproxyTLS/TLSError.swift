@@ -12,6 +12,10 @@ public enum TLSError: Error, Sendable, Hashable, CustomStringConvertible {
     case tlsCipher(String)
     /// Any other handshake failure (`tls_handshake`).
     case tlsHandshake(String)
+    /// The peer refused our certificate with an alert (`unknown_ca`,
+    /// `bad_certificate`, …): on the interception leg, an app that does not
+    /// trust pinproxy's CA. Its contract code is `tls_handshake`.
+    case certificateRejected(String)
     /// The transport ended without a close_notify once application data flowed.
     case uncleanShutdown
     /// A record layer failure after the handshake (bad MAC, unexpected message, …).
@@ -25,7 +29,7 @@ public enum TLSError: Error, Sendable, Hashable, CustomStringConvertible {
         case .verifyFailed: return "verify_failed"
         case .tlsVersion: return "tls_version"
         case .tlsCipher: return "tls_cipher"
-        case .tlsHandshake, .uncleanShutdown, .protocolFailure: return "tls_handshake"
+        case .tlsHandshake, .certificateRejected, .uncleanShutdown, .protocolFailure: return "tls_handshake"
         case .configuration: return "tls_configuration"
         }
     }
@@ -34,7 +38,7 @@ public enum TLSError: Error, Sendable, Hashable, CustomStringConvertible {
     public var reason: String {
         switch self {
         case .verifyFailed(let r), .tlsVersion(let r), .tlsCipher(let r), .tlsHandshake(let r),
-             .protocolFailure(let r), .configuration(let r):
+             .certificateRejected(let r), .protocolFailure(let r), .configuration(let r):
             return r
         case .uncleanShutdown:
             return "connection closed without close_notify"
@@ -86,7 +90,14 @@ extension TLSError {
     /// Classifies a failed handshake from the verify result and the error queue
     /// (DESIGN §10: protocol-version failures are `tls_version`, no shared cipher
     /// is `tls_cipher`, everything else `tls_handshake`).
-    static func classifyHandshakeFailure(verifyResult: Int, errors: [OpenSSLErrorEntry], fallback: String) -> TLSError {
+    ///
+    /// A `handshake_failure` alert means "no shared cipher" only before the
+    /// server's hello; after it (`pastServerHello`) the server refused for
+    /// another reason, most often a client certificate it requires and
+    /// pinproxy does not have (TLS 1.2 servers say so with
+    /// `handshake_failure`, TLS 1.3 ones with `certificate_required`).
+    static func classifyHandshakeFailure(verifyResult: Int, errors: [OpenSSLErrorEntry], pastServerHello: Bool = false,
+                                         fallback: String) -> TLSError {
         let text = errors.isEmpty ? fallback : errors.map(\.text).joined(separator: "; ")
         if verifyResult != Int(X509_V_OK) {
             let reason = String(cString: X509_verify_cert_error_string(verifyResult))
@@ -107,9 +118,33 @@ extension TLSError {
         if errors.contains(where: { $0.library == ERR_LIB_SSL && $0.reason == SSL_R_CERTIFICATE_VERIFY_FAILED }) {
             return .verifyFailed(text)
         }
+        let rejectedCertificateReasons: Set<Int32> = [
+            SSL_R_TLSV1_ALERT_UNKNOWN_CA, SSL_R_SSLV3_ALERT_BAD_CERTIFICATE, SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN,
+            SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE, SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED,
+        ]
+        if errors.contains(where: { $0.library == ERR_LIB_SSL && rejectedCertificateReasons.contains($0.reason) }) {
+            return .certificateRejected(text)
+        }
+        let clientCertificateReasons: Set<Int32> = [SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED, SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE]
+        if pastServerHello, errors.contains(where: { $0.library == ERR_LIB_SSL && clientCertificateReasons.contains($0.reason) }) {
+            return .tlsHandshake("the server refused the handshake after its hello; it most likely requires a client certificate "
+                + "(set tls.client_cert and tls.client_key in the host policy): \(text)")
+        }
         if errors.contains(where: { $0.library == ERR_LIB_SSL && cipherReasons.contains($0.reason) }) {
             return .tlsCipher(text)
         }
         return .tlsHandshake(text)
+    }
+
+    /// A failed read after the handshake. A TLS 1.3 server checks the client's
+    /// certificate only after the client has finished its handshake, so a
+    /// server that requires one it did not get says so here, with a
+    /// `certificate_required` alert, not during the handshake.
+    static func classifyReadFailure(_ errors: [OpenSSLErrorEntry], fallback: String) -> TLSError {
+        let text = errors.isEmpty ? fallback : errors.map(\.text).joined(separator: "; ")
+        if errors.contains(where: { $0.library == ERR_LIB_SSL && $0.reason == SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED }) {
+            return .tlsHandshake("the server requires a client certificate (set tls.client_cert and tls.client_key in the host policy): \(text)")
+        }
+        return .protocolFailure(text)
     }
 }

@@ -11,3 +11,15 @@ public func pollUntil(timeout: TimeInterval = 10, every interval: TimeInterval =
     }
     return try condition()
 }
+
+/// Polls `produce` until it gives a value or `timeout` passes; returns the
+/// value, or nil. Like `pollUntil`, an upper bound, never a speed check.
+public func pollFor<T>(timeout: TimeInterval = 10, every interval: TimeInterval = 0.05,
+                       _ produce: () throws -> T?) rethrows -> T? {
+    var value: T?
+    _ = try pollUntil(timeout: timeout, every: interval) {
+        value = try produce()
+        return value != nil
+    }
+    return value
+}

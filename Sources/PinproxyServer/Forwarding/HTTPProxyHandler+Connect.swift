@@ -87,8 +87,14 @@ extension HTTPProxyHandler {
         let services = self.services
         let host = decision.host
         let client = clientAddress
-        // The CONNECT host names the leaf; a different SNI is only logged (DESIGN §10).
+        let timer = headTimer.makeSibling()
+        let inner = HTTPProxyHandler(
+            services: services, mode: .intercepted(Interception(host: host, port: decision.port, policy: policy)),
+            clientAddress: clientAddress, headTimer: timer, limits: limits)
+        // The CONNECT host names the leaf; a different SNI is only logged.
+        let innerOnLoop = NIOLoopBound(inner, eventLoop: context.eventLoop)
         let selector: TLSCertificateSelector = { serverName, loop in
+            innerOnLoop.value.clientSNI = serverName  // for the log, should the app then refuse the certificate
             if let serverName, !Authority(host: serverName, port: nil).sameHost(as: host) {
                 services.logger.notice("client SNI differs from the CONNECT host", metadata: [
                     "client": "\(client)", "connect_host": "\(host)", "sni": "\(serverName)",
@@ -100,10 +106,6 @@ extension HTTPProxyHandler {
                 return leaf
             }
         }
-        let timer = headTimer.makeSibling()
-        let inner = HTTPProxyHandler(
-            services: services, mode: .intercepted(Interception(host: host, port: decision.port, policy: policy)),
-            clientAddress: clientAddress, headTimer: timer, limits: limits)
         try sync.addHandler(TLSHandler(serverContext: services.interceptionContext, certificateSelector: selector), position: .last)
         try sync.addHandler(timer, position: .last)
         try sync.configureHTTPServerPipeline(

@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import NIOHTTP1
+import PinproxyMetrics
 import PinproxyPolicy
 import PinproxyTLS
 
@@ -48,6 +49,8 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
     /// `channelReadComplete` flush, so a request read at once leaves in one
     /// TLS write instead of one per part.
     private var inReadBurst = false
+    /// The server name the app sent in its TLS hello (intercepted sessions).
+    var clientSNI: String?
 
     init(services: ProxyServices, mode: Mode, clientAddress: String, headTimer: RequestHeadTimer, limits: PinproxyConfig.Limits) {
         self.services = services
@@ -161,6 +164,9 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .handshakeCompleted = event as? TLSUserEvent {
+            services.instrumentation.clientHandshake(.ok)
+        }
         if event is ProxyShutdownEvent {
             shuttingDown = true
             if case .idle = state { context.close(promise: nil) }
@@ -178,7 +184,7 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
                 : ProxyError(.badRequest, host: nil, detail: "malformed HTTP request: \(parser)")
             refuseAndClose(refusal, context: context)
         case let tls as TLSError:
-            services.logger.info("client TLS failed", metadata: ["client": "\(clientAddress)", "error": "\(tls)"])
+            clientTLSFailed(tls)
             context.close(promise: nil)
         default:
             services.logger.debug("client connection error", metadata: ["client": "\(clientAddress)", "error": "\(error)"])
@@ -333,7 +339,14 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
         }
         switch result {
         case .failure(let error):
-            refuse(exchange, UpstreamConnector.refusal(for: error, host: exchange.host), context: context)
+            let refusal = UpstreamConnector.refusal(for: error, host: exchange.host)
+            // The access line names the pin verdict of a refused handshake too.
+            switch refusal.code {
+            case .pinMismatch: exchange.pinVerdict = PinValidationResult.mismatchEnforced.rawValue
+            case .pinsExpired: exchange.pinVerdict = PinValidationResult.noActivePins.rawValue
+            default: break
+            }
+            refuse(exchange, refusal, context: context)
         case .success(let (connection, reused)):
             exchange.reusedConnection = reused
             exchange.upstreamAddress = connection.remoteAddress
@@ -665,9 +678,15 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
             acquireUpstream(exchange, context: context)
             return
         }
+        exchange.phase = .refused
+        if let tls = error as? TLSError, case .tlsHandshake = tls {
+            // The upstream ended its TLS before answering (a TLS 1.3 server that
+            // wanted a client certificate): a TLS failure, named as one.
+            refuse(exchange, ProxyError.tls(tls, host: exchange.host), context: context)
+            return
+        }
         let detail = error.map { "upstream \(exchange.host) failed before responding: \(UpstreamConnector.describe($0))" }
             ?? "upstream \(exchange.host) closed the connection before responding"
-        exchange.phase = .refused
         refuse(exchange, ProxyError(.connectFailed, host: exchange.host, detail: detail), context: context)
     }
 
@@ -822,6 +841,28 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler, Up
             seconds: exchange.elapsedSeconds, policy: exchange.policyLabel, pin: exchange.pinVerdict,
             upstream: exchange.upstreamAddress, error: exchange.error?.code.rawValue ?? exchange.failure, mode: exchange.mode
         ).log(to: services.accessLog)
+    }
+
+    /// An app's TLS with pinproxy failed: counted, and said at warning level
+    /// with the app's address, the CONNECT host and the SNI. An app that does
+    /// not trust pinproxy's CA is the most common first-hour failure, and it
+    /// must not be a quiet info line.
+    private func clientTLSFailed(_ error: TLSError) {
+        let result: ClientHandshakeResult
+        switch error {
+        case .certificateRejected: result = .untrustedCA
+        case .tlsVersion: result = .tlsVersion
+        case .tlsCipher: result = .tlsCipher
+        case .verifyFailed, .tlsHandshake, .uncleanShutdown, .protocolFailure, .configuration: result = .tlsHandshake
+        }
+        var metadata: Logger.Metadata = ["client": "\(clientAddress)", "result": "\(result.rawValue)", "error": "\(error)"]
+        if case .intercepted(let interception) = mode { metadata["connect_host"] = "\(interception.host)" }
+        if let clientSNI { metadata["sni"] = "\(clientSNI)" }
+        if result == .untrustedCA {
+            metadata["hint"] = "the app does not trust pinproxy's CA: install the certificate from `pinproxy ca export` in its trust store"
+        }
+        services.instrumentation.clientHandshake(result)
+        services.logger.warning("client TLS handshake failed", metadata: metadata)
     }
 
     // MARK: For the CONNECT extension

@@ -49,6 +49,10 @@ public struct MetricsInstrumentation: ProxyInstrumentation {
         metrics.mintedCertificate()
     }
 
+    public func clientHandshake(_ result: ClientHandshakeResult) {
+        metrics.clientHandshake(result: result)
+    }
+
     public func probe(policy: HostPolicy, success: Bool) {
         metrics.probe(host: HostLabel(policy), success: success)
     }

@@ -1,4 +1,5 @@
 import Foundation
+import PinproxyMetrics
 import PinproxyPolicy
 
 /// What the proxy reports as it works; metrics implement it (DESIGN §6). The
@@ -15,6 +16,7 @@ public protocol ProxyInstrumentation: Sendable {
     func upstreamConnections(policy: HostPolicy?, delta: Int)
     func bytes(policy: HostPolicy?, up: Int, down: Int)
     func mintedCertificate()
+    func clientHandshake(_ result: ClientHandshakeResult)
     func probe(policy: HostPolicy, success: Bool)
 }
 
@@ -30,5 +32,6 @@ public struct NoInstrumentation: ProxyInstrumentation {
     public func upstreamConnections(policy: HostPolicy?, delta: Int) {}
     public func bytes(policy: HostPolicy?, up: Int, down: Int) {}
     public func mintedCertificate() {}
+    public func clientHandshake(_ result: ClientHandshakeResult) {}
     public func probe(policy: HostPolicy, success: Bool) {}
 }

@@ -121,19 +121,21 @@ final class UpstreamConnector: Sendable {
                 instrumentation.pinValidation(policy: policy, result: evaluation.verdict.metricLabel)
             }
             let observed = evaluation.observedPins.joined(separator: ", ")
+            // A JSON array in the log, leaf to root, so tools need not split a string.
+            let observedList = Logger.MetadataValue.array(evaluation.observedPins.map { .string($0) })
             switch evaluation.verdict {
             case .mismatchEnforced, .noActivePins(.enforced):
                 let code: ProxyError.Code = evaluation.verdict.refusalCode == "pins_expired" ? .pinsExpired : .pinMismatch
                 logger.error("upstream pin check failed", metadata: [
                     "host": "\(plan.host)", "policy": "\(policy.metricLabel)", "file": "\(policy.spec.file)",
-                    "verdict": "\(evaluation.verdict.metricLabel)", "observed_pins": "\(observed)",
+                    "verdict": "\(evaluation.verdict.metricLabel)", "observed_pins": observedList,
                 ])
                 let what = code == .pinsExpired ? "no pin of the policy is active any more" : "no active pin matches the verified chain"
                 return .reject(ProxyError(code, host: plan.host, detail: "\(what); observed (leaf to root): \(observed)"))
             case .mismatchReported(let reason):
                 logger.warning("upstream pin mismatch reported, not enforced", metadata: [
                     "host": "\(plan.host)", "policy": "\(policy.metricLabel)", "file": "\(policy.spec.file)",
-                    "reason": "\(reason.rawValue)", "observed_pins": "\(observed)",
+                    "reason": "\(reason.rawValue)", "observed_pins": observedList,
                 ])
                 return .accept
             case .match, .noActivePins(.chainOnly), .unpinned:
