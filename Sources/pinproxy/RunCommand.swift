@@ -78,7 +78,8 @@ struct RunCommand: AsyncParsableCommand {
                 readiness.setListening(true)
                 // Warm every session's cache once the path to accounts can serve.
                 tokenSessions.withLockedValue { $0 }?.prefetchAll()
-            })
+            },
+            onDraining: { readiness.setListening(false) })
         // Spotify sessions: their token requests go through the proxy's own path.
         let sessions = SessionTokenProvider(
             config: settings.spotify, events: .metrics(metrics), logger: Logger(label: "pinproxy.spotify"),
@@ -96,12 +97,14 @@ struct RunCommand: AsyncParsableCommand {
             providers: .init(readiness: { readiness.status }, readinessDetails: { sessions.readinessDetails }, probe: { pattern in
                 proxy.probes.result(for: pattern).map { ProbeStatus(success: $0.success, at: $0.at, leafNotAfter: $0.leafNotAfter) }
             }))
+        // A graceful shutdown stops services in reverse order: the proxy, last
+        // here, first (its listener closes at once, then it drains), and the
+        // admin API, first here, last, so /readyz answers 503 during the drain.
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
-            .init(service: proxy),
             .init(service: admin),
-            .init(service: proxy.probes),
-            .init(service: PolicyFileWatcher(store: store)),
             .init(service: PolicyReloadSignalService(store: store)),
+            .init(service: PolicyFileWatcher(store: store)),
+            .init(service: proxy.probes),
         ]
         // The token swap backend: its own listener, its accounts calls through the proxy's path.
         if let swapConfig = settings.spotify.swap {
@@ -117,6 +120,7 @@ struct RunCommand: AsyncParsableCommand {
             }
             services.append(.init(service: SwapServer(listen: swapConfig.listen, swap: swap, metrics: metrics)))
         }
+        services.append(.init(service: proxy))
         let group = ServiceGroup(configuration: .init(
             services: services,
             gracefulShutdownSignals: [.sigterm, .sigint],

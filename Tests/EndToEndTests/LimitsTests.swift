@@ -163,7 +163,16 @@ struct LimitsTests {
         ], directory: dir, name: "curl-slow")
         // Wait until the upstream holds the request, then ask pinproxy to stop.
         _ = pollUntil(every: 0.02) { upstream.requests.withLockedValue { $0.contains("GET /slow/2000") } }
+        let admin = try proxy.adminPort
         proxy.process.signal(SIGTERM)
+        // During the drain: the listener is closed (a new app is refused at
+        // once) while the admin API still answers, with /readyz at 503.
+        let draining = pollUntil(timeout: 1.5, every: 0.05) {
+            (try? Curl.run("http://127.0.0.1:\(admin)/readyz", proxyURL: nil, caFile: nil, directory: dir).status) == 503
+        }
+        #expect(draining, "/readyz reports the drain")
+        let late = try Curl.run("http://api.test/", proxyURL: proxy.proxyURL, caFile: nil, extra: ["--max-time", "5"], directory: dir)
+        #expect(late.exitCode == 7, "a connection made during the drain is refused (curl exit \(late.exitCode), status \(late.status))")
         let curlStatus = curl.waitForExit(timeout: 20)
         let proxyStatus = proxy.process.waitForExit(timeout: 20)
         #expect(curlStatus == 0)

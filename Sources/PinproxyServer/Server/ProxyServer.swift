@@ -19,16 +19,21 @@ public final class ProxyServer: Service, Sendable {
     public let probes: PinProbes
     /// Told the bound address once listening (tests bind port 0).
     let onListening: @Sendable (SocketAddress) -> Void
+    /// Told when a graceful shutdown starts: the listener is closing and the
+    /// drain begins (readiness reports it).
+    let onDraining: @Sendable () -> Void
 
     /// A proxy over `store`'s policies, intercepting with `ca`.
     public init(
         store: PolicyStore, ca: CertificateAuthority, instrumentation: any ProxyInstrumentation = NoInstrumentation(),
         logger: Logger, accessLog: Logger, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-        onListening: @escaping @Sendable (SocketAddress) -> Void = { _ in }
+        onListening: @escaping @Sendable (SocketAddress) -> Void = { _ in },
+        onDraining: @escaping @Sendable () -> Void = {}
     ) throws {
         self.services = try ProxyServices(store: store, ca: ca, instrumentation: instrumentation, logger: logger, accessLog: accessLog)
         self.group = group
         self.onListening = onListening
+        self.onDraining = onDraining
         self.probes = PinProbes(services: services)
         let pool = services.pool
         // Connections opened under a policy that a reload changed are retired.
@@ -90,7 +95,9 @@ public final class ProxyServer: Service, Sendable {
 
         try await withGracefulShutdownHandler {
             try await channel.closeFuture.get()
-        } onGracefulShutdown: {
+        } onGracefulShutdown: { [onDraining] in
+            // The listener closes first, so a new connection is refused at once.
+            onDraining()
             channel.close(promise: nil)
         }
         let cutOff = await registry.drain(grace: limits.shutdownGrace)
