@@ -95,7 +95,8 @@ struct PinVerdictTests {
         // The log names the host, the policy file and the pins seen, leaf to root.
         let logLine = try #require(s.proxy.log.split(separator: "\n").first { $0.contains("upstream pin check failed") && $0.contains("wrong.pin.test") })
         #expect(logLine.contains("test.yaml"))
-        #expect(logLine.contains("sha256/\(leaf), sha256/\(try TestPKI.opensslSPKIPin(s.pki.intermediateCertificate))"))
+        // `observed_pins` is a JSON array, leaf first.
+        #expect(logLine.contains("\"observed_pins\":[\"sha256/\(leaf)\",\"sha256/\(try TestPKI.opensslSPKIPin(s.pki.intermediateCertificate))\""), "\(logLine)")
     }
 
     @Test func reportModeLetsAMismatchThroughAndLogsIt() throws {

@@ -228,6 +228,8 @@ struct SecurityRegressionTests {
         client.send("CONNECT hole.test:443 HTTP/1.1\r\nHost: hole.test:443\r\n\r\n")
         try await Task.sleep(for: .milliseconds(300))
         client.closeNow()
+        let logged = pollUntil(timeout: 10) { s.proxy.accessLog.contains { ($0["host"] as? String) == "hole.test" } }
+        #expect(logged)
         try await Task.sleep(for: .seconds(2))  // past connect_timeout: the dial has failed by now
         let lines = s.proxy.accessLog.filter { ($0["host"] as? String) == "hole.test" }
         #expect(lines.count == 1, "\(lines)")

@@ -2,86 +2,74 @@ import NIOCore
 import NIOHTTP1
 import PinproxyPolicy
 
-/// One request/response exchange on a client connection, from its head to
-/// the end of its response (or its refusal).
-final class Exchange {
-    enum Phase {
-        /// Waiting for an upstream connection (pool, dial, TLS, pins).
-        case connecting
-        /// An upstream connection is held while the bearer token is fetched.
-        /// Nothing has been written to it: body parts still wait in `pending`,
-        /// so no byte of a request can reach the upstream before its head.
-        case authorizing(UpstreamConnection)
-        /// Request and response are streaming.
-        case forwarding(UpstreamConnection)
-        /// The response is complete; the rest of the request body is dropped.
-        case draining
-        /// A refusal was sent; the rest of the request body is dropped.
-        case refused
-    }
-
-    var phase: Phase = .connecting
-    let request: HTTPRequestHead
-    let started = NIODeadline.now()
-    /// The policy that decided (nil: none matched), and the host asked for.
-    var policy: HostPolicy?
+/// One request and its response, as `ExchangeStateMachine` tracks it: what
+/// the app asked, what routing decided, and how far each direction got.
+/// A value: it lives inside the machine's state and is handed out whole for
+/// the access line when the exchange ends.
+struct Exchange {
+    let method: HTTPMethod
+    /// The request target as the app sent it (the access line drops the query).
+    let target: String
+    let started: NIODeadline
+    /// The host asked for, and the policy that decided (nil: none matched).
     var host: String
-    var mode: String
-    var plan: DialPlan?
-    var upstreamHead: HTTPRequestHead?
-    /// How the request body is delimited, decided from the client's head.
-    var framing: RequestFraming = .none
-    /// Parts received before the upstream connection was ready.
-    var pending: [HTTPServerRequestPart] = []
+    var policy: HostPolicy?
+    /// Nil when the request was refused before it had a route.
+    var route: Route?
+    /// The connection ends with this exchange (the app asked, a refusal, shutdown).
+    var closeAfter: Bool
 
     var requestEnded = false
-    var responseStarted = false
-    var status: Int?
+    /// Parts read before the head could go up (no upstream yet, or a token
+    /// being fetched): nothing of a request reaches the upstream before its head.
+    var pending: [PendingPart] = []
     var bytesUp = 0
     var bytesDown = 0
-    var closeAfter: Bool
-    /// When `response_timeout` runs out (checked by the event loop's `DeadlineSweeper`).
-    var responseDeadline: NIODeadline?
-    /// When a request body that stopped arriving is cut (`idle_timeout` after
-    /// its last byte); nil once the request has ended or when it has no body.
-    var bodyDeadline: NIODeadline?
-    /// What went wrong after the response head reached the app
-    /// (`upstream_closed`, `upstream_timeout`): the access line's `error`.
-    var failure: String?
-    /// The connection came from the pool (a stale one may be retried once).
-    var reusedConnection = false
+    var status: Int?
+    var responseStarted = false
+    /// Whether the upstream connection may serve another request afterwards.
+    var upstreamReusable = true
+
+    /// The connection came from the pool, and whether the one retry after a
+    /// lost connection has been used.
+    var reused = false
     var retried = false
+
+    /// The body kept for a replay after a 401 (nil once it outgrew the limit).
+    var replayBody: [ByteBuffer]?
+    var replayBytes = 0
+    var replayedAfter401 = false
+    /// The token attached (its session and generation), for a 401's invalidation.
+    var token: (session: String, generation: Int)?
+
     var pinVerdict: String?
     var upstreamAddress: String?
+    /// The refusal sent, if any (its code is the access line's `error`).
     var error: ProxyError?
-    /// The token attached to this request (its generation), for a 401's invalidation.
-    var tokenGeneration: Int?
-    /// The request body, kept while it is small enough to send again after a 401
-    /// (DESIGN §10: 64 KiB); nil once it is not.
-    var replayBody: [ByteBuffer]? = []
-    var replayBodyBytes = 0
-    /// The one replay after a 401 has been used.
-    var replayedAfter401 = false
-    /// A 401 is being swallowed before the replay.
-    var discardingResponse = false
-    static let replayLimit = 64 * 1024
+    /// What went wrong after the response head reached the app.
+    var failure: String?
 
-    /// A CONNECT that passed its checks; carried out when its head is complete.
-    var connect: ConnectDecision?
+    /// When a request body that stopped arriving is cut (`idle_timeout`).
+    var bodyDeadline: NIODeadline?
+    /// When the wait for the upstream (head, or the next body read) ends.
+    var responseDeadline: NIODeadline?
 
-    init(request: HTTPRequestHead, host: String, mode: String, closeAfter: Bool) {
-        self.request = request
-        self.host = host
-        self.mode = mode
-        self.closeAfter = closeAfter
-    }
-
-    var upstream: UpstreamConnection? {
-        switch phase {
-        case .authorizing(let connection), .forwarding(let connection): return connection
-        case .connecting, .draining, .refused: return nil
+    init(head: HTTPRequestHead, decision: RoutingDecision, started: NIODeadline, closeAfter: Bool) {
+        self.method = head.method
+        self.target = head.uri
+        self.started = started
+        self.host = decision.host
+        self.policy = decision.policy
+        self.closeAfter = closeAfter || decision.closeAfter
+        if case .success(let route) = decision.result {
+            self.route = route
+            // Kept so that a 401 can be answered by a replay with a fresh token.
+            if decision.policy?.spec.auth != nil { replayBody = [] }
         }
     }
+
+    /// The policy's pattern, or `_none`: the log's and metrics' name for it.
+    var policyLabel: String { policy?.metricLabel ?? "_none" }
 
     /// Whether a request that a reused connection lost may be sent again on
     /// a fresh one. Its head went out, so the upstream may have acted on it:
@@ -89,30 +77,22 @@ final class Exchange {
     /// and only when the connection closed without a byte of answer. A POST
     /// is never sent twice.
     func retryableAfterLoss(_ error: (any Error)?) -> Bool {
-        guard reusedConnection, !retried, requestEnded, bytesUp == 0, !responseStarted else { return false }
+        guard reused, !retried, requestEnded, bytesUp == 0, !responseStarted else { return false }
         if error is HTTPParserError { return false }  // stray bytes: the upstream said something
-        switch request.method {
+        switch method {
         case .GET, .HEAD, .OPTIONS, .PUT, .DELETE: return true
         default: return false
         }
     }
 
-    /// The policy's pattern, or `_none`: the log's and metrics' name for it.
-    var policyLabel: String { policy?.metricLabel ?? "_none" }
-
-    var elapsedSeconds: Double {
-        Double((NIODeadline.now() - started).nanoseconds) / 1e9
+    /// The parts that send the request again: the kept body, then its end.
+    var replayParts: [PendingPart] {
+        (replayBody ?? []).map { .body($0) } + [.end(nil)]
     }
 }
 
-/// What a CONNECT turns into.
-struct ConnectDecision {
-    enum Action {
-        case tunnel
-        case intercept(HostPolicy)
-    }
-
-    var host: String
-    var port: Int
-    var action: Action
+/// A request part waiting for its head to go up first.
+enum PendingPart {
+    case body(ByteBuffer)
+    case end(HTTPHeaders?)
 }

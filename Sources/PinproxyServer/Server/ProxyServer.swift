@@ -62,7 +62,7 @@ public final class ProxyServer: Service, Sendable {
         for (name, value) in headers { head.headers.add(name: name, value: value) }
         head.headers.replaceOrAdd(name: "Content-Length", value: String(body.count))
         head.headers.add(name: "User-Agent", value: "pinproxy")
-        let response = try await UpstreamRequester(services: services).send(head, body: body, to: target, timeout: TimeAmount(timeout)).get()
+        let response = try await UpstreamRequester(services: services, group: group).send(head, body: body, to: target, timeout: TimeAmount(timeout)).get()
         return (response.status, response.headers, response.body)
     }
 
@@ -142,7 +142,8 @@ public final class ProxyServer: Service, Sendable {
             withServerUpgrade: (upgraders: [], completionHandler: { _ in }),
             withErrorHandling: false, withOutboundHeaderValidation: true, withEncoderConfiguration: .init(),
             withDecoderLimitConfiguration: ProxyServices.decoderLimits(limits))
-        try sync.addHandler(HTTPProxyHandler(services: services, mode: .front, clientAddress: client, headTimer: timer, limits: limits))
+        try sync.addHandler(HTTPExchangeHandler(services: services, interception: nil, clientAddress: client, headTimer: timer, limits: limits))
+        try sync.addHandler(ConnectHandler(services: services, clientAddress: client, headTimer: timer, limits: limits))
     }
 }
 

@@ -28,6 +28,22 @@ struct DialPlan: Sendable {
     }
 }
 
+extension DialPlan {
+    /// The plan for `host:port` under `policy` (or the defaults, for a host
+    /// no policy covers): the policy's `upstream` list, else the host itself.
+    init(host: String, port: Int, tls: Bool, policy: HostPolicy?) {
+        let spec = policy?.spec
+        self.host = host
+        self.port = port
+        self.targets = (spec?.upstream.isEmpty ?? true) ? [HostPort(host: host, port: port)] : spec!.upstream
+        self.tls = tls
+        self.policy = policy
+        self.retries = spec?.retries ?? HostPolicyDefaults.retries
+        self.connectTimeout = TimeAmount(spec?.connectTimeout ?? HostPolicyDefaults.connectTimeout)
+        self.handshakeTimeout = TimeAmount(spec?.handshakeTimeout ?? HostPolicyDefaults.handshakeTimeout)
+    }
+}
+
 /// DNS → SSRF guard → TCP (fallback targets, retries) → TLS with the host's
 /// policy → pin evaluation. Nothing is sent before all of it has passed.
 final class UpstreamConnector: Sendable {

@@ -17,15 +17,18 @@ struct CollectedResponse: Sendable {
 /// pins protect the client secret.
 final class UpstreamRequester: Sendable {
     let services: ProxyServices
+    /// The proxy's own event loops: pinproxy's requests share them with the app's.
+    let group: any EventLoopGroup
     /// Bodies larger than this are refused (a token reply is a few hundred bytes).
     let maxBody = 1 << 20
 
-    init(services: ProxyServices) {
+    init(services: ProxyServices, group: any EventLoopGroup) {
         self.services = services
+        self.group = group
     }
 
     func send(_ head: HTTPRequestHead, body: [UInt8], to url: AbsoluteTarget, timeout: TimeAmount) -> EventLoopFuture<CollectedResponse> {
-        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let loop = group.next()
         let host = Authority.normalize(url.authority.host)
         let port = url.authority.port ?? url.defaultPort
         let snapshot = services.store.snapshot
@@ -34,11 +37,7 @@ final class UpstreamRequester: Sendable {
                 detail: "no policy allows \(host): pinproxy sends its own requests only under a host policy (add one for \(host))"))
         }
         let tls = url.scheme == "https" || policy.spec.upgradeToTLS
-        let spec = policy.spec
-        let plan = DialPlan(
-            host: host, port: port, targets: spec.upstream.isEmpty ? [HostPort(host: host, port: port)] : spec.upstream,
-            tls: tls, policy: policy, retries: spec.retries,
-            connectTimeout: TimeAmount(spec.connectTimeout), handshakeTimeout: TimeAmount(spec.handshakeTimeout))
+        let plan = DialPlan(host: host, port: port, tls: tls, policy: policy)
         let services = self.services
         return services.checkout(plan, on: loop)
             .map(\.connection)

@@ -1,0 +1,73 @@
+import Logging
+import NIOCore
+import NIOHTTP1
+import PinproxyPolicy
+import PinproxyTLS
+
+/// What a CONNECT becomes once answered, built by one function each: the
+/// listener's HTTP layers come out, the session's go in.
+enum SessionInstaller {
+    /// Interception: the app's TLS is terminated with a leaf minted for the
+    /// CONNECT host, and the requests inside go to an `HTTPExchangeHandler`
+    /// bound to that host and policy.
+    static func intercept(context: ChannelHandlerContext, host: String, port: Int, policy: HostPolicy, services: ProxyServices,
+                          clientAddress: String, headTimer: RequestHeadTimer, limits: PinproxyConfig.Limits) throws {
+        let sync = context.pipeline.syncOperations
+        let timer = headTimer.makeSibling()
+        let inner = HTTPExchangeHandler(
+            services: services, interception: RequestRouter.Interception(host: host, port: port, policy: policy),
+            clientAddress: clientAddress, headTimer: timer, limits: limits)
+        let innerOnLoop = NIOLoopBound(inner, eventLoop: context.eventLoop)
+        // The CONNECT host names the leaf; a different SNI is only logged.
+        let selector: TLSCertificateSelector = { serverName, loop in
+            innerOnLoop.value.clientSNI = serverName  // for the log, should the app then refuse the certificate
+            if let serverName, !Authority(host: serverName, port: nil).sameHost(as: host) {
+                services.logger.notice("client SNI differs from the CONNECT host", metadata: [
+                    "client": "\(clientAddress)", "connect_host": "\(host)", "sni": "\(serverName)",
+                ])
+            }
+            return loop.makeCompletedFuture {
+                let (leaf, minted) = try services.ca.leafReportingMint(for: host)
+                if minted { services.instrumentation.mintedCertificate() }
+                return leaf
+            }
+        }
+        try sync.addHandler(TLSHandler(serverContext: services.interceptionContext, certificateSelector: selector), position: .last)
+        try sync.addHandler(timer, position: .last)
+        try sync.configureHTTPServerPipeline(
+            position: .last, withPipeliningAssistance: false, withServerUpgrade: nil, withErrorHandling: false,
+            withOutboundHeaderValidation: true, withEncoderConfiguration: .init(),
+            withDecoderLimitConfiguration: ProxyServices.decoderLimits(limits))
+        try sync.addHandler(inner, position: .last)
+        try removeListenerLayers(context: context, headTimer: headTimer)
+    }
+
+    /// A blind splice to `upstream`; `onClose` gets the bytes each way.
+    static func tunnel(context: ChannelHandlerContext, to upstream: any Channel, services: ProxyServices,
+                       onClose: @escaping (_ up: Int, _ down: Int) -> Void) throws {
+        precondition(upstream.eventLoop === context.eventLoop, "a tunnel's two channels must share an event loop")
+        let (clientSide, upstreamSide) = GlueHandler.matchedPair()
+        try context.pipeline.syncOperations.addHandler(clientSide, position: .last)
+        try upstream.pipeline.syncOperations.addHandler(upstreamSide)
+        let headTimer = try context.pipeline.syncOperations.handler(type: RequestHeadTimer.self)
+        try removeListenerLayers(context: context, headTimer: headTimer)
+        clientSide.onClose = { onClose(clientSide.bytesRelayed, upstreamSide.bytesRelayed) }
+        context.channel.setOption(.autoRead, value: true).whenFailure { _ in }
+        upstream.setOption(.autoRead, value: true).whenFailure { _ in }
+    }
+
+    /// Takes out the listener's HTTP layers, its exchange handler and the
+    /// CONNECT handler. The handlers that take HTTP parts go first: the
+    /// decoder, removed after them, hands any bytes it held past the CONNECT
+    /// head (a TLS hello sent at once) to the new layers.
+    private static func removeListenerLayers(context: ChannelHandlerContext, headTimer: RequestHeadTimer) throws {
+        let sync = context.pipeline.syncOperations
+        let exchanges = try sync.handler(type: HTTPExchangeHandler.self)
+        _ = sync.removeHandler(exchanges)
+        _ = sync.removeHandler(context: context)
+        if let validator = try? sync.handler(type: NIOHTTPResponseHeadersValidator.self) { _ = sync.removeHandler(validator) }
+        _ = sync.removeHandler(try sync.handler(type: HTTPResponseEncoder.self))
+        _ = sync.removeHandler(try sync.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self))
+        _ = sync.removeHandler(headTimer)
+    }
+}

@@ -1,0 +1,278 @@
+import NIOCore
+import NIOHTTP1
+import PinproxyPolicy
+import PinproxyTLS
+
+/// The upstream's side of an exchange: the connection, the token, the
+/// response, the connection's loss, and the deadlines.
+extension ExchangeStateMachine {
+    /// What happens to the app's `Authorization` and the bearer token, decided
+    /// by `TokenAttachment` from the policy and the connection's pin verdict.
+    enum Authorization: Equatable {
+        /// The policy attaches no token: the head goes up as routed.
+        case untouched
+        /// No token (the pins do not permit it, or TRACE); the app's own
+        /// header goes too when `replace_client_auth` says so.
+        case withheld(removeClientAuthorization: Bool)
+        /// Fetch the session's token, attach it in place of the app's header.
+        case attach(session: String)
+    }
+
+    /// The pool or a dial gave a connection for the exchange being acquired.
+    mutating func upstreamAcquired(_ upstream: Upstream, reused: Bool, pinVerdict: String?, address: String,
+                                   authorization: Authorization, now: NIODeadline) -> Action {
+        guard case .acquiring(var exchange) = state, var route = exchange.route else {
+            return .giveBack(upstream)  // the app left, or the exchange was refused meanwhile
+        }
+        state = .modifying
+        exchange.reused = reused
+        exchange.pinVerdict = pinVerdict
+        exchange.upstreamAddress = address
+        switch authorization {
+        case .untouched:
+            break
+        case .withheld(let remove):
+            if remove { route.upstreamHead.headers.remove(name: "Authorization") }
+        case .attach(let session):
+            // Never a mix of the app's credentials and pinproxy's.
+            route.upstreamHead.headers.remove(name: "Authorization")
+            exchange.route = route
+            exchange.token = (session, -1)
+            state = .authorizing(exchange, upstream)
+            return .fetchToken(session: session, holding: upstream)
+        }
+        exchange.route = route
+        return send(exchange, on: upstream, now: now)
+    }
+
+    mutating func upstreamFailed(_ error: any Error) -> Action {
+        guard case .acquiring(var exchange) = state else { return .none }
+        state = .modifying
+        let refusal = UpstreamConnector.refusal(for: error, host: exchange.host)
+        // The access line names the verdict of a refused pin check too.
+        switch refusal.code {
+        case .pinMismatch: exchange.pinVerdict = "mismatch_enforced"
+        case .pinsExpired: exchange.pinVerdict = "no_active_pins"
+        default: break
+        }
+        return refuse(exchange, refusal, release: nil)
+    }
+
+    mutating func tokenReady(_ token: String, generation: Int, for upstream: Upstream, now: NIODeadline) -> Action {
+        guard case .authorizing(var exchange, let held) = state, held === upstream, var route = exchange.route,
+              let session = exchange.token?.session else { return .none }
+        state = .modifying
+        route.upstreamHead.headers.replaceOrAdd(name: "Authorization", value: "Bearer \(token)")
+        exchange.route = route
+        exchange.token = (session, generation)
+        return send(exchange, on: upstream, now: now)
+    }
+
+    mutating func tokenFailed(_ detail: String, for upstream: Upstream) -> Action {
+        guard case .authorizing(let exchange, let held) = state, held === upstream else { return .none }
+        state = .modifying
+        let refusal = ProxyError(.tokenUnavailable, host: exchange.host, detail: detail)
+        // Nothing was written on the connection: it goes back to the pool as it is.
+        return refuse(exchange, refusal, release: upstream, reusable: true)
+    }
+
+    /// Head and pending parts go up together: the head always first.
+    private mutating func send(_ exchange: Exchange, on upstream: Upstream, now: NIODeadline) -> Action {
+        var exchange = exchange
+        let pending = exchange.pending
+        exchange.pending = []
+        if exchange.requestEnded { exchange.responseDeadline = now + exchange.responseTimeout }
+        let head = exchange.route!.upstreamHead
+        let readClient = !exchange.requestEnded
+        state = .forwarding(exchange, upstream)
+        return .sendRequest(head, pending: pending, to: upstream, flush: !inReadBurst, readClient: readClient)
+    }
+
+    // MARK: The response
+
+    mutating func responseHead(_ head: HTTPResponseHead, now: NIODeadline) -> Action {
+        guard case .forwarding(var exchange, let upstream) = state else { return .none }
+        state = .modifying
+        if head.status == .switchingProtocols {
+            // pinproxy asked for no upgrade (it strips `Upgrade`): the upstream's
+            // framing is unknowable from here, so the connection ends with this.
+            return refuse(exchange, ProxyError(.connectFailed, host: exchange.host,
+                detail: "upstream \(exchange.host) answered 101 Switching Protocols to a request that asked for no upgrade"), release: upstream)
+        }
+        if head.status.code >= 100 && head.status.code < 200 {
+            state = .forwarding(exchange, upstream)
+            return .writeInformational(MessageRules.clientHead(from: head, closing: false))
+        }
+        if !head.isKeepAlive { exchange.upstreamReusable = false }
+        if head.status == .unauthorized, let token = exchange.token, token.generation >= 0,
+           !exchange.replayedAfter401, exchange.requestEnded, exchange.replayBody != nil {
+            // The token was refused: that generation goes, this 401 is swallowed,
+            // and the request is sent once more with a fresh token.
+            exchange.replayedAfter401 = true
+            exchange.responseDeadline = nil
+            state = .discardingRefusal(exchange, upstream)
+            return .invalidateToken(session: token.session, generation: token.generation)
+        }
+        exchange.responseStarted = true
+        exchange.status = Int(head.status.code)
+        exchange.responseDeadline = now + exchange.responseTimeout  // now between body reads
+        let clientHead = MessageRules.clientHead(from: head, closing: exchange.closeAfter)
+        state = .forwarding(exchange, upstream)
+        return .writeResponseHead(clientHead)
+    }
+
+    mutating func responseBody(_ body: ByteBuffer, now: NIODeadline) -> Action {
+        switch state {
+        case .forwarding(var exchange, let upstream):
+            state = .modifying
+            exchange.bytesDown += body.readableBytes
+            exchange.responseDeadline = now + exchange.responseTimeout
+            state = .forwarding(exchange, upstream)
+            return .writeResponseBody(body)
+        default:
+            return .none  // a swallowed 401's body
+        }
+    }
+
+    mutating func responseEnd(_ trailers: HTTPHeaders?) -> Action {
+        switch state {
+        case .discardingRefusal(var exchange, let upstream):
+            state = .modifying
+            exchange.pending = exchange.replayParts
+            exchange.token = nil
+            let reusable = exchange.upstreamReusable
+            exchange.upstreamReusable = true
+            state = .acquiring(exchange)
+            return .releaseAndAcquire(upstream, reusable: reusable, plan: exchange.route!.plan)
+        case .forwarding(var exchange, let upstream):
+            state = .modifying
+            exchange.responseDeadline = nil
+            // An upstream that answered before the request was all sent (413, 401…):
+            // that connection's framing is now unknowable, so it is not reused.
+            let reusable = exchange.upstreamReusable && exchange.requestEnded
+            let close = exchange.closeAfter
+            guard exchange.requestEnded else {
+                state = .responded(exchange)
+                return .endResponse(trailers, release: upstream, reusable: reusable, closeClient: close, finished: nil, next: .nothing)
+            }
+            let next: Next
+            if close {
+                state = .closed
+                next = .nothing
+            } else {
+                state = .idle
+                next = afterExchange()
+            }
+            return .endResponse(trailers, release: upstream, reusable: reusable, closeClient: close, finished: exchange, next: next)
+        default:
+            return .none
+        }
+    }
+
+    /// The upstream connection failed or closed while the exchange held it.
+    mutating func upstreamClosed(_ error: (any Error)?) -> Action {
+        switch state {
+        case .authorizing(var exchange, let upstream):
+            // Lost while the token was fetched: nothing was written, so another
+            // connection may carry the request, whatever its method (once).
+            state = .modifying
+            guard !exchange.retried, let plan = exchange.route?.plan else {
+                return refuse(exchange, lostBeforeAnswer(exchange, error), release: upstream)
+            }
+            exchange.retried = true
+            exchange.token = nil
+            state = .acquiring(exchange)
+            return .releaseAndAcquire(upstream, reusable: false, plan: plan)
+        case .forwarding(var exchange, let upstream), .discardingRefusal(var exchange, let upstream):
+            state = .modifying
+            exchange.responseDeadline = nil
+            if exchange.responseStarted {
+                return abort(exchange, failure: "upstream_closed", release: upstream)
+            }
+            if exchange.retryableAfterLoss(error), let plan = exchange.route?.plan {
+                // A pooled connection the server had already closed: once more, on a fresh one.
+                exchange.retried = true
+                exchange.pending = [.end(nil)]
+                state = .acquiring(exchange)
+                return .releaseAndAcquire(upstream, reusable: false, plan: plan)
+            }
+            return refuse(exchange, lostBeforeAnswer(exchange, error), release: upstream)
+        default:
+            return .none
+        }
+    }
+
+    private func lostBeforeAnswer(_ exchange: Exchange, _ error: (any Error)?) -> ProxyError {
+        if let tls = error as? TLSError, case .tlsHandshake = tls {
+            // The upstream ended its TLS before answering (a TLS 1.3 server that
+            // wanted a client certificate): a TLS failure, named as one.
+            return ProxyError.tls(tls, host: exchange.host)
+        }
+        let detail = error.map { "upstream \(exchange.host) failed before responding: \(UpstreamConnector.describe($0))" }
+            ?? "upstream \(exchange.host) closed the connection before responding"
+        return ProxyError(.connectFailed, host: exchange.host, detail: detail)
+    }
+
+    // MARK: Deadlines
+
+    /// Checked by the event loop's sweeper. Only the other side's silence
+    /// counts: while pinproxy itself withholds reads (backpressure), a
+    /// deadline moves on.
+    mutating func deadlinesPassed(now: NIODeadline, clientWritable: Bool, upstreamWritable: Bool) -> Action {
+        let idleTimeout = self.idleTimeout
+        switch state {
+        case .acquiring(let exchange), .authorizing(let exchange, _):
+            if let deadline = exchange.bodyDeadline, deadline <= now {
+                return modify { exchange, _ in exchange.bodyDeadline = now + idleTimeout; return .none }  // not reading yet
+            }
+            return .none
+        case .forwarding(let exchange, _), .responded(let exchange), .refused(let exchange):
+            if let deadline = exchange.bodyDeadline, deadline <= now {
+                if case .forwarding = state, !upstreamWritable {
+                    return modify { exchange, _ in exchange.bodyDeadline = now + idleTimeout; return .none }
+                }
+                return requestBodyStalled()
+            }
+            if let deadline = exchange.responseDeadline, deadline <= now {
+                return upstreamStalled(now: now, clientWritable: clientWritable)
+            }
+            return .none
+        case .idle, .discardingRefusal, .closed, .handedOver:
+            return .none
+        case .modifying:
+            preconditionFailure("deadlines while modifying")
+        }
+    }
+
+    /// No byte of the request body for `idle_timeout` while pinproxy was
+    /// reading: cut (408), the upstream connection discarded, its slot freed,
+    /// so a silent app cannot hold a host's slots.
+    private mutating func requestBodyStalled() -> Action {
+        guard case .some((var exchange, let upstream)) = takeExchange() else { return .none }
+        exchange.bodyDeadline = nil
+        exchange.closeAfter = true
+        return refuse(exchange, ProxyError(.badRequest, host: exchange.host.isEmpty ? nil : exchange.host,
+                                           detail: "the request body made no progress for \(idleTimeout.nanoseconds / 1_000_000_000) s (limits.idle_timeout)",
+                                           status: .requestTimeout), release: upstream)
+    }
+
+    /// `response_timeout` ran out: for the head (504), or between two reads
+    /// of the body (the app's connection is cut).
+    private mutating func upstreamStalled(now: NIODeadline, clientWritable: Bool) -> Action {
+        guard case .forwarding(var exchange, let upstream) = state else {
+            return modify { exchange, _ in exchange.responseDeadline = nil; return .none }
+        }
+        state = .modifying
+        let seconds = exchange.responseTimeout.nanoseconds / 1_000_000_000
+        if exchange.responseStarted {
+            guard clientWritable else {
+                exchange.responseDeadline = now + exchange.responseTimeout  // withheld for a slow app
+                state = .forwarding(exchange, upstream)
+                return .none
+            }
+            return abort(exchange, failure: "upstream_timeout", release: upstream)
+        }
+        return refuse(exchange, ProxyError(.upstreamTimeout, host: exchange.host,
+                                           detail: "no response from \(exchange.host) within \(seconds) s (response_timeout)"), release: upstream)
+    }
+}

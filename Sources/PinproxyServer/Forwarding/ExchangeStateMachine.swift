@@ -1,0 +1,453 @@
+import NIOCore
+import NIOHTTP1
+import PinproxyPolicy
+
+/// The request path of one client connection as a value: events go in (a
+/// request part, an upstream connection, a token, a response part, a
+/// deadline), one `Action` comes out, and `HTTPExchangeHandler` carries it
+/// out. No I/O and no clock here: time comes in with the events, so the
+/// machine is tested with tables of events and the actions expected.
+///
+/// One exchange at a time; parts of pipelined requests wait in `queued`.
+/// Releasing an upstream, refusing and ending an exchange each happen in
+/// one place (`refuse`, `abort`, `finish`). Generic over the upstream
+/// connection so that tests can drive it with stand-ins.
+struct ExchangeStateMachine<Upstream: AnyObject> {
+    enum State {
+        /// Between requests.
+        case idle
+        /// Routed; waiting for an upstream connection (pool, dial, TLS, pins).
+        case acquiring(Exchange)
+        /// An upstream connection is held while the bearer token is fetched.
+        case authorizing(Exchange, Upstream)
+        /// The head went up; the request body and the response stream.
+        case forwarding(Exchange, Upstream)
+        /// The upstream refused the token: its 401 is swallowed, then the
+        /// request is sent again with a fresh one.
+        case discardingRefusal(Exchange, Upstream)
+        /// The response is complete; the rest of the request body is dropped.
+        case responded(Exchange)
+        /// A refusal was sent on a connection that stays open; the rest of
+        /// the request body is dropped.
+        case refused(Exchange)
+        /// A CONNECT took the connection over: its parts belong to the
+        /// `ConnectHandler` after this one.
+        case handedOver
+        /// The connection is closing or closed.
+        case closed
+        /// Only while a transition runs (keeps the exchange's buffers unshared).
+        case modifying
+    }
+
+    /// What to do once an exchange has ended.
+    enum Next: Equatable {
+        /// Take the next (queued) request.
+        case takeNext
+        /// Close the connection now (shutdown, or nothing else will close it).
+        case close
+        /// Nothing: a write already in flight closes the connection.
+        case nothing
+    }
+
+    enum Action {
+        case none
+        /// Route this head (policy lookup), then call `routed`.
+        case route(HTTPRequestHead)
+        /// Hand this part to the next handler (a CONNECT's).
+        case passOn(HTTPServerRequestPart)
+        case acquireUpstream(DialPlan)
+        case fetchToken(session: String, holding: Upstream)
+        /// Write the head and every pending part (flushing unless a read burst
+        /// is under way: its end flushes), read the response, and read more
+        /// of the request unless it has ended.
+        case sendRequest(HTTPRequestHead, pending: [PendingPart], to: Upstream, flush: Bool, readClient: Bool)
+        case forwardBody(ByteBuffer, to: Upstream)
+        case forwardEnd(HTTPHeaders?, to: Upstream)
+        case writeInformational(HTTPResponseHead)
+        case writeResponseHead(HTTPResponseHead)
+        case writeResponseBody(ByteBuffer)
+        /// The response ends: give the upstream back, end the app's response
+        /// (closing after it when `closeClient`), and log `finished` when the
+        /// exchange is over (else read the rest of the request).
+        case endResponse(HTTPHeaders?, release: Upstream, reusable: Bool, closeClient: Bool, finished: Exchange?, next: Next)
+        /// The token was refused: invalidate its generation (the 401 is swallowed).
+        case invalidateToken(session: String, generation: Int)
+        /// Give the upstream back and acquire another for the same request.
+        case releaseAndAcquire(Upstream?, reusable: Bool, plan: DialPlan)
+        /// Send the refusal (status, `X-Pinproxy-Error`, JSON body), giving
+        /// back the upstream held (reusable only if nothing was written on it).
+        case refuse(ProxyError, release: Upstream?, reusable: Bool, close: Bool, finished: Exchange?, next: Next)
+        /// The response was already under way: cut the app's connection.
+        case abort(release: Upstream?, finished: Exchange)
+        /// The exchange is over with nothing left to write.
+        case finish(Exchange, next: Next)
+        /// The app went away: give the upstream back (not reusable) and log.
+        case clientGone(release: Upstream?, finished: Exchange?)
+        case giveBack(Upstream)
+        case flushUpstream(Upstream, readClient: Bool)
+        case flushClient(readUpstream: Upstream?)
+        case readClient
+        case readUpstream(Upstream)
+        case closeClient
+    }
+
+    /// Set only by the machine itself (its extensions live in other files).
+    internal(set) var state: State = .idle
+    /// Parts of pipelined requests that arrived while an exchange was in progress.
+    private var queued = CircularBuffer<HTTPServerRequestPart>()
+    private var shuttingDown = false
+    /// Inside a burst of reads from the app: writes upstream wait for the
+    /// burst's end, so a request read at once leaves in one write.
+    private(set) var inReadBurst = false
+    /// CONNECT is taken on the listener, refused inside an intercepted session.
+    let acceptsConnect: Bool
+    /// `limits.idle_timeout`: how long a request body may make no progress.
+    let idleTimeout: TimeAmount
+    /// Request bodies up to this size are kept for a replay after a 401.
+    static var replayLimit: Int { 64 * 1024 }
+    /// A refused request whose unread body is larger than this closes the
+    /// connection rather than reading it all.
+    static var drainLimit: UInt64 { 64 * 1024 }
+
+    init(idleTimeout: TimeAmount, acceptsConnect: Bool) {
+        self.idleTimeout = idleTimeout
+        self.acceptsConnect = acceptsConnect
+    }
+
+    // MARK: The app's side
+
+    mutating func received(_ part: HTTPServerRequestPart, now: NIODeadline) -> Action {
+        inReadBurst = true
+        switch state {
+        case .idle:
+            guard case .head(let head) = part else { return .none }  // the tail of a refused request
+            if head.method == .CONNECT && acceptsConnect {
+                state = .handedOver
+                return .passOn(part)
+            }
+            return .route(head)
+        case .handedOver:
+            return .passOn(part)
+        case .closed:
+            return .none
+        case .acquiring(let exchange), .authorizing(let exchange, _), .forwarding(let exchange, _),
+             .discardingRefusal(let exchange, _), .responded(let exchange), .refused(let exchange):
+            if exchange.requestEnded {
+                queued.append(part)  // the next pipelined request waits its turn
+                return .none
+            }
+            switch part {
+            case .head:
+                // The decoder ends a request before the next head; should the two
+                // ever disagree, the connection is refused, not the process.
+                return refuseAndClose(ProxyError(.badRequest, host: nil, detail: "a request head arrived inside a request"))
+            case .body(let body):
+                return requestBody(body, now: now)
+            case .end(let trailers):
+                return requestEnd(trailers, now: now)
+            }
+        case .modifying:
+            preconditionFailure("received a part while modifying")
+        }
+    }
+
+    /// The routing decision for the head `received` asked to route.
+    mutating func routed(_ head: HTTPRequestHead, _ decision: RoutingDecision, now: NIODeadline) -> Action {
+        guard case .idle = state else { preconditionFailure("routed a head in state \(state)") }
+        var exchange = Exchange(head: head, decision: decision, started: now, closeAfter: !head.isKeepAlive || shuttingDown)
+        switch decision.result {
+        case .failure(let refusal):
+            return refuse(exchange, refusal, release: nil)
+        case .success(let route):
+            if route.framing != .none && idleTimeout > .zero {
+                exchange.bodyDeadline = now + idleTimeout  // a body must keep arriving
+            }
+            state = .acquiring(exchange)
+            return .acquireUpstream(route.plan)
+        }
+    }
+
+    private mutating func requestBody(_ body: ByteBuffer, now: NIODeadline) -> Action {
+        let idleTimeout = self.idleTimeout
+        return modify { exchange, upstream in
+            exchange.bytesUp += body.readableBytes
+            if exchange.bodyDeadline != nil { exchange.bodyDeadline = now + idleTimeout }
+            if exchange.replayBody != nil {
+                exchange.replayBytes += body.readableBytes
+                if exchange.replayBytes <= Self.replayLimit { exchange.replayBody!.append(body) } else { exchange.replayBody = nil }
+            }
+            switch upstream {
+            case .sending(let upstream): return .forwardBody(body, to: upstream)
+            case .holding: exchange.pending.append(.body(body)); return .none
+            case .none: return .none  // dropped: the response is done or refused
+            }
+        }
+    }
+
+    private mutating func requestEnd(_ trailers: HTTPHeaders?, now: NIODeadline) -> Action {
+        switch state {
+        case .responded(var exchange):
+            exchange.requestEnded = true
+            exchange.bodyDeadline = nil
+            return finish(exchange)
+        case .refused(var exchange):
+            exchange.requestEnded = true
+            exchange.bodyDeadline = nil
+            return finish(exchange)
+        default:
+            return modify { exchange, upstream in
+                exchange.requestEnded = true
+                exchange.bodyDeadline = nil
+                switch upstream {
+                case .sending(let upstream):
+                    if !exchange.responseStarted { exchange.responseDeadline = now + exchange.responseTimeout }
+                    return .forwardEnd(trailers, to: upstream)
+                case .holding:
+                    exchange.pending.append(.end(trailers))
+                    return .none
+                case .none:
+                    return .none
+                }
+            }
+        }
+    }
+
+    /// The decoder failed (malformed request, oversize head): 400/431, then close.
+    mutating func parserFailed(_ refusal: ProxyError, now: NIODeadline) -> Action {
+        refuseAndClose(refusal, now: now)
+    }
+
+    private mutating func refuseAndClose(_ refusal: ProxyError, now: NIODeadline = .now()) -> Action {
+        switch takeExchange() {
+        case .some((var exchange, let upstream)):
+            exchange.closeAfter = true
+            return refuse(exchange, refusal, release: upstream)
+        case .none:
+            guard case .idle = state else { return .none }
+            let placeholder = HTTPRequestHead(version: .http1_1, method: .GET, uri: "-")
+            let exchange = Exchange(head: placeholder, decision: RoutingDecision(host: "-", policy: nil, result: .failure(refusal)),
+                                    started: now, closeAfter: true)
+            return refuse(exchange, refusal, release: nil)
+        }
+    }
+
+    /// The app closed its connection.
+    mutating func clientClosed() -> Action {
+        let taken = takeExchange()
+        state = .closed
+        guard case .some((var exchange, let upstream)) = taken else { return .clientGone(release: nil, finished: nil) }
+        if exchange.status == nil { exchange.status = 499 }
+        return .clientGone(release: upstream, finished: exchange)
+    }
+
+    /// pinproxy is shutting down: an idle connection closes now, a busy one
+    /// after its current response.
+    mutating func shutdownRequested() -> Action {
+        shuttingDown = true
+        if case .idle = state {
+            state = .closed
+            return .closeClient
+        }
+        return .none
+    }
+
+    /// The next queued part, when the connection is ready for it: a head when
+    /// idle, or more of the request in progress.
+    mutating func nextQueuedPart() -> HTTPServerRequestPart? {
+        guard !queued.isEmpty else { return nil }
+        switch state {
+        case .idle:
+            return queued.removeFirst()
+        case .acquiring(let exchange), .authorizing(let exchange, _), .forwarding(let exchange, _),
+             .discardingRefusal(let exchange, _), .responded(let exchange), .refused(let exchange):
+            return exchange.requestEnded ? nil : queued.removeFirst()
+        case .closed, .handedOver, .modifying:
+            return nil
+        }
+    }
+
+    // MARK: Reading and writing pace
+
+    /// The app's read burst is over: flush what went upstream, ask for more.
+    mutating func clientReadComplete(upstreamWritable: Bool) -> Action {
+        inReadBurst = false
+        switch state {
+        case .idle:
+            return .readClient  // a head may span several reads
+        case .forwarding(let exchange, let upstream):
+            return .flushUpstream(upstream, readClient: !exchange.requestEnded && upstreamWritable)
+        case .responded(let exchange), .refused(let exchange):
+            return exchange.requestEnded ? .none : .readClient
+        case .acquiring, .authorizing, .discardingRefusal, .closed, .handedOver:
+            return .none  // no more body until the head has gone up
+        case .modifying:
+            preconditionFailure("read complete while modifying")
+        }
+    }
+
+    func clientWritabilityChanged(writable: Bool) -> Action {
+        if writable, case .forwarding(let exchange, let upstream) = state, exchange.responseStarted {
+            return .readUpstream(upstream)
+        }
+        return .none
+    }
+
+    func upstreamReadComplete(clientWritable: Bool) -> Action {
+        switch state {
+        case .forwarding(_, let upstream), .discardingRefusal(_, let upstream):
+            return .flushClient(readUpstream: clientWritable ? upstream : nil)
+        default:
+            return .none
+        }
+    }
+
+    func upstreamWritabilityChanged(writable: Bool) -> Action {
+        if writable, case .forwarding(let exchange, _) = state, !exchange.requestEnded {
+            return .readClient
+        }
+        return .none
+    }
+
+    // MARK: Helpers shared by the extensions
+
+    /// Where the current exchange's request parts go.
+    enum PartSink {
+        case sending(Upstream)
+        case holding
+        case none
+    }
+
+    /// Runs `body` on the current exchange with the state set aside (so its
+    /// buffers are not copied), then puts it back in the same state.
+    mutating func modify(_ body: (inout Exchange, PartSink) -> Action) -> Action {
+        switch state {
+        case .acquiring(var exchange):
+            state = .modifying
+            let action = body(&exchange, .holding)
+            state = .acquiring(exchange)
+            return action
+        case .authorizing(var exchange, let upstream):
+            state = .modifying
+            let action = body(&exchange, .holding)
+            state = .authorizing(exchange, upstream)
+            return action
+        case .forwarding(var exchange, let upstream):
+            state = .modifying
+            let action = body(&exchange, .sending(upstream))
+            state = .forwarding(exchange, upstream)
+            return action
+        case .discardingRefusal(var exchange, let upstream):
+            state = .modifying
+            let action = body(&exchange, .none)
+            state = .discardingRefusal(exchange, upstream)
+            return action
+        case .responded(var exchange):
+            state = .modifying
+            let action = body(&exchange, .none)
+            state = .responded(exchange)
+            return action
+        case .refused(var exchange):
+            state = .modifying
+            let action = body(&exchange, .none)
+            state = .refused(exchange)
+            return action
+        case .idle, .closed, .handedOver:
+            return .none
+        case .modifying:
+            preconditionFailure("modify while modifying")
+        }
+    }
+
+    /// Takes the current exchange (and the upstream it holds) out of the
+    /// state, leaving `.modifying`; nil when there is none.
+    mutating func takeExchange() -> (Exchange, Upstream?)? {
+        let taken: (Exchange, Upstream?)?
+        switch state {
+        case .acquiring(let exchange): taken = (exchange, nil)
+        case .authorizing(let exchange, let upstream), .forwarding(let exchange, let upstream),
+             .discardingRefusal(let exchange, let upstream): taken = (exchange, upstream)
+        case .responded(let exchange), .refused(let exchange): taken = (exchange, nil)
+        case .idle, .closed, .handedOver: return nil
+        case .modifying: preconditionFailure("take while modifying")
+        }
+        state = .modifying
+        return taken
+    }
+
+    /// Sends the refusal; the exchange ends now unless the request body is
+    /// still arriving on a connection that stays open.
+    mutating func refuse(_ exchange: Exchange, _ refusal: ProxyError, release upstream: Upstream?, reusable: Bool = false) -> Action {
+        var exchange = exchange
+        exchange.responseDeadline = nil
+        exchange.error = refusal
+        exchange.status = Int(refusal.status.code)
+        if exchange.host.isEmpty, let host = refusal.host { exchange.host = host }
+        if exchange.responseStarted {
+            exchange.closeAfter = true
+            state = .closed
+            return .abort(release: upstream, finished: exchange)
+        }
+        exchange.responseStarted = true
+        if refusal.code == .badRequest { exchange.closeAfter = true }
+        // An unread request body on a refused request: close rather than read it all.
+        if !exchange.requestEnded, case .length(let length)? = exchange.route?.framing, length > Self.drainLimit {
+            exchange.closeAfter = true
+        }
+        if exchange.closeAfter {
+            state = .closed
+            return .refuse(refusal, release: upstream, reusable: reusable, close: true, finished: exchange, next: .nothing)
+        }
+        if exchange.requestEnded {
+            state = .idle
+            return .refuse(refusal, release: upstream, reusable: reusable, close: false, finished: exchange, next: afterExchange())
+        }
+        state = .refused(exchange)
+        return .refuse(refusal, release: upstream, reusable: reusable, close: false, finished: nil, next: .nothing)
+    }
+
+    /// The response was under way when something failed: the app's
+    /// connection is cut so the response cannot look complete.
+    mutating func abort(_ exchange: Exchange, failure: String, release upstream: Upstream?) -> Action {
+        var exchange = exchange
+        exchange.failure = failure
+        exchange.closeAfter = true
+        exchange.responseDeadline = nil
+        exchange.bodyDeadline = nil
+        state = .closed
+        return .abort(release: upstream, finished: exchange)
+    }
+
+    /// Both directions are complete: log it, then the next request (or close).
+    mutating func finish(_ exchange: Exchange) -> Action {
+        if exchange.closeAfter {
+            state = .closed
+            return .finish(exchange, next: .nothing)  // the response's last write closes
+        }
+        state = .idle
+        return .finish(exchange, next: afterExchange())
+    }
+
+    /// What follows an exchange that leaves the connection open.
+    func afterExchange() -> Next {
+        shuttingDown ? .close : .takeNext
+    }
+
+    /// Marks the state closed after an `afterExchange` that said `.close`.
+    mutating func closing() {
+        state = .closed
+    }
+
+    /// The upstream connection the current exchange holds, if any.
+    var heldUpstream: Upstream? {
+        switch state {
+        case .authorizing(_, let upstream), .forwarding(_, let upstream), .discardingRefusal(_, let upstream): return upstream
+        default: return nil
+        }
+    }
+}
+
+extension Exchange {
+    var responseTimeout: TimeAmount {
+        route?.responseTimeout ?? TimeAmount(HostPolicyDefaults.responseTimeout)
+    }
+}

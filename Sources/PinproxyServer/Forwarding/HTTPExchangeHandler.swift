@@ -1,0 +1,357 @@
+import Logging
+import NIOCore
+import NIOHTTP1
+import PinproxyMetrics
+import PinproxyPolicy
+import PinproxyTLS
+
+/// Carries out `ExchangeStateMachine`'s actions on a client connection: on
+/// the listener it takes absolute-form requests (and hands a CONNECT to the
+/// `ConnectHandler` after it); inside an intercepted session it takes the
+/// app's requests for the CONNECT host. Every decision is the machine's;
+/// this class turns channel events into machine events and actions into
+/// writes, reads and pool calls.
+final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler, UpstreamResponseReceiver, DeadlineWatcher {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+    typealias Machine = ExchangeStateMachine<UpstreamConnection>
+
+    let services: ProxyServices
+    /// The intercepted session this handler serves (nil: the listener).
+    let interception: RequestRouter.Interception?
+    let clientAddress: String
+    let headTimer: RequestHeadTimer
+    let limits: PinproxyConfig.Limits
+    private var machine: Machine
+    private var context: ChannelHandlerContext?
+    private var sweeper: DeadlineSweeper?
+    /// The server name the app sent in its TLS hello (intercepted sessions), for the log.
+    var clientSNI: String?
+
+    init(services: ProxyServices, interception: RequestRouter.Interception?, clientAddress: String,
+         headTimer: RequestHeadTimer, limits: PinproxyConfig.Limits) {
+        self.services = services
+        self.interception = interception
+        self.clientAddress = clientAddress
+        self.headTimer = headTimer
+        self.limits = limits
+        self.machine = Machine(idleTimeout: TimeAmount(limits.idleTimeout), acceptsConnect: interception == nil)
+    }
+
+    private var modeLabel: String { interception == nil ? "forward" : "intercept" }
+
+    // MARK: Channel events
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        sweeper = DeadlineSweeper.current(on: context.eventLoop)
+        sweeper?.watch(self)
+        if context.channel.isActive { context.read() }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        sweeper?.unwatch(self)
+        self.context = nil
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        context.fireChannelActive()
+        context.read()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        sweeper?.unwatch(self)
+        execute(machine.clientClosed(), context: context)
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        execute(machine.received(unwrapInboundIn(data), now: .now()), context: context)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        execute(machine.clientReadComplete(upstreamWritable: machine.heldUpstream?.isWritable ?? true), context: context)
+        context.fireChannelReadComplete()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        execute(machine.clientWritabilityChanged(writable: context.channel.isWritable), context: context)
+        context.fireChannelWritabilityChanged()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .handshakeCompleted = event as? TLSUserEvent {
+            services.instrumentation.clientHandshake(.ok)
+        }
+        if event is ProxyShutdownEvent {
+            execute(machine.shutdownRequested(), context: context)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        switch error {
+        case let parser as HTTPParserError:
+            let refusal = parser == .headerOverflow
+                ? ProxyError(.badRequest, host: nil, detail: "request head larger than max_header_bytes (\(limits.maxHeaderBytes) bytes)",
+                             status: .requestHeaderFieldsTooLarge)
+                : ProxyError(.badRequest, host: nil, detail: "malformed HTTP request: \(parser)")
+            execute(machine.parserFailed(refusal, now: .now()), context: context)
+        case let tls as TLSError:
+            clientTLSFailed(tls)
+            context.close(promise: nil)
+        default:
+            services.logger.debug("client connection error", metadata: ["client": "\(clientAddress)", "error": "\(error)"])
+            context.close(promise: nil)
+        }
+    }
+
+    func checkDeadlines(now: NIODeadline) {
+        guard let context else { return }
+        execute(machine.deadlinesPassed(now: now, clientWritable: context.channel.isWritable,
+                                        upstreamWritable: machine.heldUpstream?.isWritable ?? true), context: context)
+    }
+
+    // MARK: UpstreamResponseReceiver
+
+    func upstreamReceived(_ part: HTTPClientResponsePart) {
+        guard let context else { return }
+        switch part {
+        case .head(let head): execute(machine.responseHead(head, now: .now()), context: context)
+        case .body(let body): execute(machine.responseBody(body, now: .now()), context: context)
+        case .end(let trailers): execute(machine.responseEnd(trailers), context: context)
+        }
+    }
+
+    func upstreamReadComplete() {
+        guard let context else { return }
+        execute(machine.upstreamReadComplete(clientWritable: context.channel.isWritable), context: context)
+    }
+
+    func upstreamWritabilityChanged() {
+        guard let context else { return }
+        execute(machine.upstreamWritabilityChanged(writable: machine.heldUpstream?.isWritable ?? false), context: context)
+    }
+
+    func upstreamClosed(_ error: (any Error)?) {
+        guard let context else { return }
+        execute(machine.upstreamClosed(error), context: context)
+    }
+
+    // MARK: Carrying out actions
+
+    private func execute(_ action: Machine.Action, context: ChannelHandlerContext) {
+        switch action {
+        case .none:
+            break
+        case .route(let head):
+            headTimer.headComplete()
+            let decision = RequestRouter.route(head, interception: interception, snapshot: services.store.snapshot,
+                                               maxHeadBytes: limits.maxHeaderBytes)
+            execute(machine.routed(head, decision, now: .now()), context: context)
+        case .passOn(let part):
+            context.fireChannelRead(wrapInboundOut(part))
+        case .acquireUpstream(let plan):
+            acquire(plan, context: context)
+        case .fetchToken(let session, let upstream):
+            fetchToken(session, holding: upstream, context: context)
+        case .sendRequest(let head, let pending, let upstream, let flush, let readClient):
+            upstream.write(.head(head))
+            for part in pending {
+                switch part {
+                case .body(let body): upstream.write(.body(.byteBuffer(body)))
+                case .end(let trailers): upstream.write(.end(trailers))
+                }
+            }
+            if flush { upstream.flush() }
+            if readClient { context.read() }
+            upstream.read()
+        case .forwardBody(let body, let upstream):
+            upstream.write(.body(.byteBuffer(body)))
+        case .forwardEnd(let trailers, let upstream):
+            upstream.write(.end(trailers))
+        case .writeInformational(let head), .writeResponseHead(let head):
+            context.write(wrapOutboundOut(.head(head)), promise: nil)
+        case .writeResponseBody(let body):
+            context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+        case .endResponse(let trailers, let upstream, let reusable, let closeClient, let finished, let next):
+            release(upstream, reusable: reusable)
+            context.writeAndFlush(wrapOutboundOut(.end(trailers))).assumeIsolated().whenComplete { _ in
+                if closeClient { context.close(promise: nil) }
+            }
+            if let finished {
+                logAccess(finished)
+                after(next, context: context)
+            } else {
+                context.read()  // the rest of the request body, to drop
+            }
+        case .invalidateToken(let session, let generation):
+            services.tokens.provider?.invalidate(session: session, generation: generation)
+            services.logger.info("upstream refused the token; refreshing and replaying once", metadata: ["session": "\(session)"])
+        case .releaseAndAcquire(let upstream, let reusable, let plan):
+            if let upstream { release(upstream, reusable: reusable) }
+            acquire(plan, context: context)
+        case .refuse(let error, let upstream, let reusable, let close, let finished, let next):
+            if let upstream { release(upstream, reusable: reusable) }
+            services.instrumentation.denied(code: error.code)
+            // The access line comes before the writes: a write may complete at
+            // once and close the channel, and `clientClosed` then finds the
+            // exchange already accounted for (one line, one count).
+            if let finished { logAccess(finished) }
+            writeRefusal(error, close: close, context: context)
+            if close { return }
+            if finished != nil { after(next, context: context) } else { context.read() }
+        case .abort(let upstream, let finished):
+            if let upstream { release(upstream, reusable: false) }
+            services.logger.warning("response cut short", metadata: [
+                "host": "\(finished.host)", "client": "\(clientAddress)", "bytes_down": "\(finished.bytesDown)",
+                "reason": "\(finished.failure ?? finished.error?.description ?? "-")",
+            ])
+            logAccess(finished)
+            context.flush()
+            context.close(promise: nil)
+        case .finish(let exchange, let next):
+            logAccess(exchange)
+            after(next, context: context)
+        case .clientGone(let upstream, let finished):
+            if let upstream { release(upstream, reusable: false) }
+            if let finished { logAccess(finished) }
+        case .giveBack(let upstream):
+            services.pool.release(upstream)
+        case .flushUpstream(let upstream, let readClient):
+            upstream.flush()
+            if readClient { context.read() }
+        case .flushClient(let upstream):
+            context.flush()
+            upstream?.read()
+        case .readClient:
+            context.read()
+        case .readUpstream(let upstream):
+            upstream.read()
+        case .closeClient:
+            context.close(promise: nil)
+        }
+    }
+
+    /// After an exchange that left the connection open.
+    private func after(_ next: Machine.Next, context: ChannelHandlerContext) {
+        switch next {
+        case .takeNext:
+            headTimer.connectionIsIdle()
+            // Pipelined requests that arrived meanwhile go first, then the
+            // burst ends as a read burst would: flush upstream, read more.
+            while let part = machine.nextQueuedPart() {
+                execute(machine.received(part, now: .now()), context: context)
+            }
+            execute(machine.clientReadComplete(upstreamWritable: machine.heldUpstream?.isWritable ?? true), context: context)
+        case .close:
+            machine.closing()
+            context.close(promise: nil)
+        case .nothing:
+            break
+        }
+    }
+
+    private func release(_ upstream: UpstreamConnection, reusable: Bool) {
+        upstream.receiver = nil
+        if !reusable { upstream.reusable = false }
+        services.pool.release(upstream)
+    }
+
+    private func acquire(_ plan: DialPlan, context: ChannelHandlerContext) {
+        services.checkout(plan, on: context.eventLoop).assumeIsolated().whenComplete { result in
+            switch result {
+            case .failure(let error):
+                self.execute(self.machine.upstreamFailed(error), context: context)
+            case .success(let (connection, reused)):
+                let verdict = connection.pinEvaluation?.verdict
+                let decision = TokenAttachment.decide(policy: plan.policy, verdict: verdict, method: self.currentMethod ?? .GET, tls: plan.tls)
+                if let reason = decision.withheldBecause {
+                    self.services.logger.warning("bearer token not attached", metadata: [
+                        "host": "\(plan.host)", "policy": "\(plan.policy?.metricLabel ?? "_none")", "reason": "\(reason)",
+                    ])
+                }
+                let action = self.machine.upstreamAcquired(connection, reused: reused, pinVerdict: verdict?.metricLabel,
+                                                           address: connection.remoteAddress, authorization: decision.authorization, now: .now())
+                if case .giveBack = action {} else { connection.receiver = self }
+                self.execute(action, context: context)
+            }
+        }
+    }
+
+    /// The method of the exchange being acquired (TRACE never gets a token).
+    private var currentMethod: HTTPMethod? {
+        if case .acquiring(let exchange) = machine.state { return exchange.method }
+        return nil
+    }
+
+    private func fetchToken(_ session: String, holding upstream: UpstreamConnection, context: ChannelHandlerContext) {
+        guard let tokens = services.tokens.provider else {
+            execute(machine.tokenFailed("no token sessions are configured for \(session)", for: upstream), context: context)
+            return
+        }
+        context.eventLoop.makeFutureWithTask {
+            try await tokens.token(session: session)
+        }.assumeIsolated().whenComplete { result in
+            switch result {
+            case .success(let token):
+                self.execute(self.machine.tokenReady(token.reveal(), generation: token.generation, for: upstream, now: .now()), context: context)
+            case .failure(let error):
+                // The error says why (accounts down, misconfigured, needs re-authorisation), never a secret.
+                self.execute(self.machine.tokenFailed("no token for session \(session): \(error)", for: upstream), context: context)
+            }
+        }
+    }
+
+    // MARK: Writing
+
+    private func writeRefusal(_ error: ProxyError, close: Bool, context: ChannelHandlerContext) {
+        let body = RefusalBody.json(error)
+        let head = RefusalBody.head(error, bodyLength: body.utf8.count, close: close)
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: body)))), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
+            if close { LingeringClose.close(context.channel) }
+        }
+    }
+
+    private func logAccess(_ exchange: Exchange) {
+        let status = exchange.status ?? 0
+        let seconds = Double((NIODeadline.now() - exchange.started).nanoseconds) / 1e9
+        services.instrumentation.requestCompleted(policy: exchange.policy, status: status, seconds: seconds)
+        services.instrumentation.bytes(policy: exchange.policy, up: exchange.bytesUp, down: exchange.bytesDown)
+        AccessRecord(
+            client: clientAddress, method: exchange.method.rawValue, host: exchange.host.isEmpty ? "-" : exchange.host,
+            path: exchange.target, status: status, bytesUp: exchange.bytesUp, bytesDown: exchange.bytesDown,
+            seconds: seconds, policy: exchange.policyLabel, pin: exchange.pinVerdict,
+            upstream: exchange.upstreamAddress, error: exchange.error?.code.rawValue ?? exchange.failure, mode: modeLabel
+        ).log(to: services.accessLog)
+    }
+
+    /// An app's TLS with pinproxy failed: counted, and said at warning level
+    /// with the app's address, the CONNECT host and the SNI. An app that does
+    /// not trust pinproxy's CA is the most common first-hour failure, and it
+    /// must not be a quiet info line.
+    private func clientTLSFailed(_ error: TLSError) {
+        let result: ClientHandshakeResult
+        switch error {
+        case .certificateRejected: result = .untrustedCA
+        case .tlsVersion: result = .tlsVersion
+        case .tlsCipher: result = .tlsCipher
+        case .verifyFailed, .tlsHandshake, .uncleanShutdown, .protocolFailure, .configuration: result = .tlsHandshake
+        }
+        var metadata: Logger.Metadata = ["client": "\(clientAddress)", "result": "\(result.rawValue)", "error": "\(error)"]
+        if let interception { metadata["connect_host"] = "\(interception.host)" }
+        if let clientSNI { metadata["sni"] = "\(clientSNI)" }
+        if result == .untrustedCA {
+            metadata["hint"] = "the app does not trust pinproxy's CA: install the certificate from `pinproxy ca export` in its trust store"
+        }
+        services.instrumentation.clientHandshake(result)
+        services.logger.warning("client TLS handshake failed", metadata: metadata)
+    }
+}
+
+/// Sent down every client pipeline when pinproxy shuts down: idle connections
+/// close now, busy ones after their current response.
+struct ProxyShutdownEvent: Sendable {}

@@ -1,0 +1,145 @@
+import NIOCore
+import NIOHTTP1
+import PinproxyPolicy
+
+/// Where a request goes and in what shape: the upstream it is dialled to and
+/// the head sent there. Decided once per request, before anything moves.
+struct Route {
+    var plan: DialPlan
+    /// The head for the upstream: origin-form, hop-by-hop removed, the
+    /// policy's header rules applied, framing decided by pinproxy.
+    var upstreamHead: HTTPRequestHead
+    /// How the request body is delimited (decided from the app's head).
+    var framing: RequestFraming
+    var responseTimeout: TimeAmount
+}
+
+/// What routing made of a request head: the host and policy it concerns
+/// (for the access line, even when refused) and the route or the refusal.
+struct RoutingDecision {
+    var host: String
+    var policy: HostPolicy?
+    var result: Result<Route, ProxyError>
+    /// The refusal must end the connection (ambiguous framing, a duplicate Host).
+    var closeAfter = false
+}
+
+/// The pure part of the request path: a request head and the policies in
+/// force in, a `RoutingDecision` out. No I/O, no clock.
+enum RequestRouter {
+    /// The intercepted session a request arrived in, if any.
+    struct Interception {
+        var host: String
+        var port: Int
+        var policy: HostPolicy
+    }
+
+    static func route(_ head: HTTPRequestHead, interception: Interception?, snapshot: PolicySnapshot, maxHeadBytes: Int) -> RoutingDecision {
+        var decision = RoutingDecision(host: interception?.host ?? "", policy: interception?.policy,
+                                       result: .failure(ProxyError(.badRequest, host: nil, detail: "unrouted")))
+        do {
+            // The decoder's limit counts names and values only; the whole head counts.
+            if MessageRules.wireSize(head) > maxHeadBytes {
+                decision.closeAfter = true
+                throw ProxyError(.badRequest, host: nil, detail: "request head larger than max_header_bytes (\(maxHeadBytes) bytes)",
+                                 status: .requestHeaderFieldsTooLarge)
+            }
+            let framing: RequestFraming
+            switch RequestFraming.of(head) {
+            case .success(let decided):
+                framing = decided
+            case .failure(let problem):
+                decision.closeAfter = true
+                throw ProxyError(.badRequest, host: nil, detail: "ambiguous message framing: \(problem.message)")
+            }
+            if let interception {
+                decision.result = .success(try routeIntercepted(head, in: interception, framing: framing, closeAfter: &decision.closeAfter))
+            } else {
+                decision.result = .success(try routeAbsoluteForm(head, snapshot: snapshot, framing: framing, decision: &decision))
+            }
+        } catch let refusal as ProxyError {
+            decision.result = .failure(refusal)
+        } catch {
+            decision.result = .failure(ProxyError(.badRequest, host: nil, detail: "\(error)"))
+        }
+        return decision
+    }
+
+    /// `GET http://host/path` through `HTTP_PROXY`.
+    private static func routeAbsoluteForm(_ head: HTTPRequestHead, snapshot: PolicySnapshot, framing: RequestFraming,
+                                          decision: inout RoutingDecision) throws -> Route {
+        guard let target = AbsoluteTarget(head.uri) else {
+            throw ProxyError(.badRequest, host: nil, detail: "pinproxy is a forward proxy: send absolute-form requests (GET http://host/path) or CONNECT host:port")
+        }
+        let host = try Authority.routingHost(target.authority.host)
+        let port = target.authority.port ?? target.defaultPort
+        decision.host = host
+        let policy = snapshot.policy(forHost: host)
+        decision.policy = policy
+        try checkAllowed(host: host, policy: policy, snapshot: snapshot)
+        let tls = target.scheme == "https" || (policy?.spec.upgradeToTLS ?? false)
+        if tls && policy == nil {
+            throw ProxyError(.badRequest, host: host, detail: "no policy covers \(host): send https requests through CONNECT")
+        }
+        // Upgraded to TLS, the default port is HTTPS's.
+        let upstreamPort = (tls && target.scheme == "http" && target.authority.port == nil) ? 443 : port
+        let hostHeader = target.authority.port.map { "\(target.authority.host):\($0)" } ?? target.authority.host
+        var request = head
+        request.headers.replaceOrAdd(name: "Host", value: hostHeader)
+        return Route(
+            plan: DialPlan(host: host, port: upstreamPort, tls: tls, policy: policy),
+            upstreamHead: MessageRules.upstreamHead(from: request, target: target.originForm, hostHeader: hostHeader,
+                                                    rules: policy?.spec.headers, framing: framing),
+            framing: framing,
+            responseTimeout: TimeAmount(policy?.spec.responseTimeout ?? HostPolicyDefaults.responseTimeout))
+    }
+
+    /// A request inside an intercepted session: its Host (and an absolute
+    /// target's authority) must be the CONNECT host, else 421.
+    private static func routeIntercepted(_ head: HTTPRequestHead, in interception: Interception, framing: RequestFraming,
+                                         closeAfter: inout Bool) throws -> Route {
+        if head.method == .CONNECT {
+            throw ProxyError(.badRequest, host: interception.host, detail: "CONNECT inside an intercepted session")
+        }
+        var originForm = head.uri
+        var authorities: [Authority] = []
+        if let target = AbsoluteTarget(head.uri) {
+            authorities.append(target.authority)
+            originForm = target.originForm
+        }
+        let hostHeaders = head.headers["host"]
+        guard hostHeaders.count == 1, let hostHeader = Authority(hostHeaders[0]) else {
+            closeAfter = closeAfter || hostHeaders.count > 1
+            throw ProxyError(.badRequest, host: interception.host,
+                             detail: hostHeaders.isEmpty ? "the request has no Host header" : "the request has \(hostHeaders.count) Host headers")
+        }
+        authorities.append(hostHeader)
+        for authority in authorities {
+            let portMatches = authority.port == nil ? interception.port == 443 : authority.port == interception.port
+            guard authority.sameHost(as: interception.host) && portMatches else {
+                throw ProxyError(.hostMismatch, host: interception.host,
+                                 detail: "this session was opened with CONNECT \(interception.host):\(interception.port); Host \(hostHeaders[0]) belongs elsewhere")
+            }
+        }
+        guard originForm.hasPrefix("/") || originForm == "*" else {
+            throw ProxyError(.badRequest, host: interception.host, detail: "request target \"\(head.uri)\" is not origin-form")
+        }
+        let spec = interception.policy.spec
+        return Route(
+            plan: DialPlan(host: interception.host, port: interception.port, tls: true, policy: interception.policy),
+            upstreamHead: MessageRules.upstreamHead(from: head, target: originForm, hostHeader: hostHeaders[0], rules: spec.headers, framing: framing),
+            framing: framing,
+            responseTimeout: TimeAmount(spec.responseTimeout))
+    }
+
+    /// Deny by policy or by default: the checks that need no upstream.
+    static func checkAllowed(host: String, policy: HostPolicy?, snapshot: PolicySnapshot) throws {
+        if let policy {
+            if policy.spec.action == .deny {
+                throw ProxyError(.hostDenied, host: host, detail: "policy \(policy.metricLabel) (\(policy.spec.file)) denies \(host)")
+            }
+        } else if snapshot.defaultAction == .deny {
+            throw ProxyError(.hostDenied, host: host, detail: "no policy matches \(host) and default_action is deny")
+        }
+    }
+}

@@ -1,0 +1,32 @@
+import NIOHTTP1
+import PinproxyPolicy
+
+/// Whether a request gets the policy's bearer token: only over TLS, only on
+/// a connection whose pins permit it (a match, or a mismatch inside a
+/// declared transition window, unless `attach_unpinned` says more), and
+/// never on TRACE, whose response echoes the request back to the app
+/// (RFC 9110 §9.3.8). Pure: the policy, the verdict and the method in.
+enum TokenAttachment {
+    struct Decision: Equatable {
+        var authorization: ExchangeStateMachine<UpstreamConnection>.Authorization
+        /// Why a token the policy names was not attached, for the log.
+        var withheldBecause: String?
+    }
+
+    static func decide(policy: HostPolicy?, verdict: PinVerdict?, method: HTTPMethod, tls: Bool) -> Decision {
+        guard let auth = policy?.spec.auth else { return Decision(authorization: .untouched) }
+        if method == .TRACE {
+            return Decision(authorization: .withheld(removeClientAuthorization: auth.replaceClientAuth),
+                            withheldBecause: "TRACE echoes the request")
+        }
+        guard tls else {
+            return Decision(authorization: .withheld(removeClientAuthorization: auth.replaceClientAuth),
+                            withheldBecause: "no TLS to the upstream")
+        }
+        guard let verdict, verdict.permitsTokenAttachment(attachUnpinned: auth.attachUnpinned) else {
+            return Decision(authorization: .withheld(removeClientAuthorization: auth.replaceClientAuth),
+                            withheldBecause: "the upstream's pins did not permit it (\(verdict?.metricLabel ?? "no verdict"))")
+        }
+        return Decision(authorization: .attach(session: auth.spotifySession))
+    }
+}
