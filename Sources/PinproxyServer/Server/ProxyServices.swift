@@ -28,7 +28,7 @@ final class ProxyServices: Sendable {
         self.interceptionContext = try TLSContext(configuration: .server(minimumVersion: .v1_2))
         let network = store.snapshot.config.network
         self.connector = UpstreamConnector(addressGuard: AddressGuard(network), instrumentation: instrumentation, logger: logger)
-        self.pool = UpstreamPool(maxIdleTime: TimeInterval(store.snapshot.config.limits.idleTimeout.components.seconds))
+        self.pool = UpstreamPool(maxIdleTime: TimeAmount(store.snapshot.config.limits.idleTimeout))
     }
 
     /// An upstream connection for `plan` on `loop`: an idle pooled one, or a

@@ -1,0 +1,128 @@
+import NIOCore
+import Testing
+
+@testable import PinproxyServer
+
+/// The pool's bookkeeping alone: slots, idle connections per event loop on
+/// a monotonic clock, waiters, slots handed over, retirement on reload.
+@Suite("Upstream pool state machine")
+struct UpstreamPoolStateMachineTests {
+    final class Conn {}
+    final class Loop {}
+    typealias Machine = UpstreamPoolStateMachine<Conn>
+
+    let key = UpstreamPool.Key(digest: "d1", host: "a.test", port: 443, tls: true)
+    // The loops are kept alive: an identifier of a freed object can be reused.
+    let loops = [Loop(), Loop()]
+    var loopA: ObjectIdentifier { ObjectIdentifier(loops[0]) }
+    var loopB: ObjectIdentifier { ObjectIdentifier(loops[1]) }
+    let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+
+    private func acquire(_ machine: inout Machine, loop: ObjectIdentifier, at now: NIODeadline, limit: Int = 1) -> String {
+        switch machine.acquire(key, limit: limit, loop: loop, now: now, maxIdle: .seconds(60), isAlive: { _ in true }).0 {
+        case .lease: return "lease"
+        case .dial: return "dial"
+        case .wait(let id): return "wait#\(id)"
+        }
+    }
+
+    @Test func aReleasedConnectionIsLentAgainOnItsOwnLoopAndCountsAreDerived() {
+        var machine = Machine()
+        let conn = Conn()
+        #expect(acquire(&machine, loop: loopA, at: t0) == "dial")
+        #expect(machine.entries[key]?.open == 1)
+        machine.dialled(key, connection: conn, loop: loopA)
+        #expect(machine.entries[key]?.open == 1)
+        _ = machine.release(key, connection: conn, reusable: true, now: t0)
+        #expect(machine.entries[key]?.idleCount == 1)
+        #expect(acquire(&machine, loop: loopA, at: t0 + .seconds(1)) == "lease")
+        #expect(machine.entries[key]?.idleCount == 0)
+    }
+
+    @Test func pastTheLimitARequestWaitsAndGetsTheConnectionOnRelease() {
+        var machine = Machine()
+        let conn = Conn()
+        _ = acquire(&machine, loop: loopA, at: t0)
+        machine.dialled(key, connection: conn, loop: loopA)
+        #expect(acquire(&machine, loop: loopA, at: t0) == "wait#1")
+        let (handOver, close) = machine.release(key, connection: conn, reusable: true, now: t0)
+        #expect(handOver?.waiter.id == 1)
+        if case .connection(let given)? = handOver?.grant { #expect(given === conn) } else { Issue.record("the connection itself") }
+        #expect(close == nil)
+    }
+
+    @Test func aWaiterOnAnotherLoopGetsTheSlotAndTheConnectionCloses() {
+        var machine = Machine()
+        let conn = Conn()
+        _ = acquire(&machine, loop: loopA, at: t0)
+        machine.dialled(key, connection: conn, loop: loopA)
+        #expect(acquire(&machine, loop: loopB, at: t0) == "wait#1")
+        let (handOver, close) = machine.release(key, connection: conn, reusable: true, now: t0)
+        if case .permit? = handOver?.grant {} else { Issue.record("a permit to dial") }
+        #expect(close === conn)
+        #expect(machine.entries[key]?.open == 1, "the slot moved, it was not freed")
+    }
+
+    @Test func anIdleConnectionPastMaxIdleIsClosedNotLent() {
+        var machine = Machine()
+        let conn = Conn()
+        _ = acquire(&machine, loop: loopA, at: t0)
+        machine.dialled(key, connection: conn, loop: loopA)
+        _ = machine.release(key, connection: conn, reusable: true, now: t0)
+        let (acquisition, close) = machine.acquire(key, limit: 1, loop: loopA, now: t0 + .seconds(61), maxIdle: .seconds(60), isAlive: { _ in true })
+        if case .dial = acquisition {} else { Issue.record("a fresh dial") }
+        #expect(close.count == 1 && close[0] === conn)
+    }
+
+    @Test func aFailedDialOrAClosedConnectionPassesItsSlotToTheNextWaiter() {
+        var machine = Machine()
+        _ = acquire(&machine, loop: loopA, at: t0)
+        #expect(acquire(&machine, loop: loopB, at: t0) == "wait#1")
+        let handOver = machine.dialFailed(key)
+        #expect(handOver?.waiter.id == 1)
+        #expect(machine.entries[key]?.open == 1)
+        let conn = Conn()
+        machine.dialled(key, connection: conn, loop: loopB)
+        #expect(acquire(&machine, loop: loopA, at: t0) == "wait#2")
+        #expect(machine.closed(key, connection: conn)?.waiter.id == 2)
+    }
+
+    @Test func anExpiredWaiterLeavesTheLine() {
+        var machine = Machine()
+        _ = acquire(&machine, loop: loopA, at: t0)
+        #expect(acquire(&machine, loop: loopA, at: t0) == "wait#1")
+        let first = machine.waiterExpired(key, id: 1)
+        let second = machine.waiterExpired(key, id: 1)
+        #expect(first)
+        #expect(!second)
+        let handOver = machine.dialFailed(key)
+        #expect(handOver == nil, "no one waits any more")
+        #expect(machine.entries[key] == nil, "an empty key is forgotten")
+    }
+
+    @Test func aReloadRetiresIdleConnectionsNowAndLeasedOnesOnRelease() {
+        var machine = Machine()
+        let idle = Conn()
+        let leased = Conn()
+        _ = acquire(&machine, loop: loopA, at: t0, limit: 2)
+        machine.dialled(key, connection: idle, loop: loopA)
+        _ = acquire(&machine, loop: loopA, at: t0, limit: 2)
+        machine.dialled(key, connection: leased, loop: loopA)
+        _ = machine.release(key, connection: idle, reusable: true, now: t0)
+        let retired = machine.retire(keeping: ["d2"])
+        #expect(retired.count == 1 && retired[0] === idle)
+        let (_, close) = machine.release(key, connection: leased, reusable: true, now: t0)
+        #expect(close === leased, "opened under a policy that changed: not pooled again")
+    }
+
+    @Test func anUnreusableConnectionIsClosedAndItsSlotFreed() {
+        var machine = Machine()
+        let conn = Conn()
+        _ = acquire(&machine, loop: loopA, at: t0)
+        machine.dialled(key, connection: conn, loop: loopA)
+        let (handOver, close) = machine.release(key, connection: conn, reusable: false, now: t0)
+        #expect(handOver == nil)
+        #expect(close === conn)
+        #expect(machine.entries[key] == nil)
+    }
+}
