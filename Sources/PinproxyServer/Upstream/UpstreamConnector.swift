@@ -162,81 +162,62 @@ final class UpstreamConnector: Sendable {
 
     // MARK: Raw TCP (tunnels)
 
-    /// A TCP connection to the plan's targets, with the guard, fallback and retries.
+    /// A TCP connection to the plan's targets: each attempt tries every
+    /// target in order (the policy's `upstream` list is a fallback list),
+    /// and the whole round is tried again up to `retries` times. Each target
+    /// is dialled by NIO's Happy Eyeballs through a `GuardedResolver`, so
+    /// only vetted addresses are ever dialled. A policy refusal is final.
     func dial(_ plan: DialPlan, on loop: any EventLoop,
               initializer: @escaping @Sendable (any Channel) throws -> Void) -> EventLoopFuture<any Channel> {
-        attempt(plan, number: 0, on: loop, initializer: initializer)
+        loop.makeFutureWithTask {
+            var lastError: any Error = ProxyError(.connectFailed, host: plan.host, detail: "no upstream address to dial")
+            for _ in 0...max(0, plan.retries) {
+                for target in plan.targets {
+                    do {
+                        return try await self.connect(to: target, plan: plan, on: loop, initializer: initializer).get()
+                    } catch let refusal as ProxyError where refusal.code == .ssrfBlocked {
+                        throw refusal
+                    } catch {
+                        lastError = error
+                    }
+                }
+            }
+            throw lastError
+        }
     }
 
-    private func attempt(_ plan: DialPlan, number: Int, on loop: any EventLoop,
+    private func connect(to target: HostPort, plan: DialPlan, on loop: any EventLoop,
                          initializer: @escaping @Sendable (any Channel) throws -> Void) -> EventLoopFuture<any Channel> {
-        tryTargets(plan, index: 0, lastError: nil, on: loop, initializer: initializer).flatMapError { error in
-            // Refused, timed out or unresolvable: dial again, up to `retries` times.
-            // A policy refusal (SSRF) is final.
-            if let refusal = error as? ProxyError, refusal.code == .ssrfBlocked {
-                return loop.makeFailedFuture(refusal)
-            }
-            guard number < plan.retries else { return loop.makeFailedFuture(error) }
-            return self.attempt(plan, number: number + 1, on: loop, initializer: initializer)
-        }
-    }
-
-    private func tryTargets(_ plan: DialPlan, index: Int, lastError: (any Error)?, on loop: any EventLoop,
-                            initializer: @escaping @Sendable (any Channel) throws -> Void) -> EventLoopFuture<any Channel> {
-        guard index < plan.targets.count else {
-            return loop.makeFailedFuture(lastError ?? ProxyError(.connectFailed, host: plan.host, detail: "no upstream address to dial"))
-        }
-        let target = plan.targets[index]
-        return Resolver.resolve(target.host, port: target.port, on: loop)
-            .flatMapErrorThrowing { error in
-                throw ProxyError(.connectFailed, host: plan.host, detail: "\(error)")
-            }
-            .flatMap { addresses -> EventLoopFuture<any Channel> in
-                var refusals: [String] = []
-                let vetted = addresses.filter { address in
-                    guard let bytes = address.addressBytes, let why = self.addressGuard.refusal(for: bytes) else { return true }
-                    refusals.append("\(address.ipAddress ?? "?") (\(why))")
-                    return false
-                }
-                guard !vetted.isEmpty else {
-                    return loop.makeFailedFuture(ProxyError(.ssrfBlocked, host: plan.host, detail:
-                        "\(target.host) resolves to \(refusals.joined(separator: ", ")): private addresses are refused unless network.allow lists them"))
-                }
-                return self.tryAddresses(vetted, index: 0, plan: plan, lastError: nil, on: loop, initializer: initializer)
-            }
-            .flatMapError { error in
-                if let refusal = error as? ProxyError, refusal.code == .ssrfBlocked {
-                    return loop.makeFailedFuture(refusal)
-                }
-                // Fallback to the next alternate server.
-                return self.tryTargets(plan, index: index + 1, lastError: error, on: loop, initializer: initializer)
-            }
-    }
-
-    private func tryAddresses(_ addresses: [SocketAddress], index: Int, plan: DialPlan, lastError: (any Error)?, on loop: any EventLoop,
-                              initializer: @escaping @Sendable (any Channel) throws -> Void) -> EventLoopFuture<any Channel> {
-        guard index < addresses.count else {
-            return loop.makeFailedFuture(lastError ?? ProxyError(.connectFailed, host: plan.host, detail: "no address"))
-        }
-        let address = addresses[index]
-        return ClientBootstrap(group: loop)
+        ClientBootstrap(group: loop)
+            .resolver(GuardedResolver(addressGuard: addressGuard, requestedHost: plan.host, loop: loop))
             .connectTimeout(plan.connectTimeout)
             .channelOption(.autoRead, value: false)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture { try initializer(channel) }
             }
-            .connect(to: address)
-            .flatMapError { error in
-                let refusal: ProxyError
-                if case ChannelError.connectTimeout = error {
-                    refusal = ProxyError(.upstreamTimeout, host: plan.host,
-                                         detail: "connecting to \(address) took longer than \(plan.connectTimeout.seconds) s")
-                } else {
-                    refusal = ProxyError(.connectFailed, host: plan.host, detail: "connecting to \(address): \(Self.describe(error))")
-                }
-                return self.tryAddresses(addresses, index: index + 1, plan: plan, lastError: refusal, on: loop, initializer: initializer)
+            .connect(host: target.host, port: target.port)
+            .flatMapErrorThrowing { error in
+                throw Self.dialFailure(error, target: target, plan: plan)
             }
+    }
+
+    /// A failed dial as the contract's refusal: the guard's own refusal, a
+    /// timeout (504), or `connect_failed` naming what was tried.
+    static func dialFailure(_ error: any Error, target: HostPort, plan: DialPlan) -> ProxyError {
+        switch error {
+        case let refusal as ProxyError:
+            return refusal
+        case ChannelError.connectTimeout:
+            return ProxyError(.upstreamTimeout, host: plan.host,
+                              detail: "connecting to \(target.host):\(target.port) took longer than \(plan.connectTimeout.seconds) s")
+        case let connection as NIOConnectionError:
+            if let refusal = (connection.dnsAError ?? connection.dnsAAAAError) as? ProxyError { return refusal }
+            let tried = connection.connectionErrors.map { "\($0.target): \(describe($0.error))" }.joined(separator: "; ")
+            return ProxyError(.connectFailed, host: plan.host, detail: "connecting to \(target.host):\(target.port): \(tried.isEmpty ? "\(connection)" : tried)")
+        default:
+            return ProxyError(.connectFailed, host: plan.host, detail: "connecting to \(target.host):\(target.port): \(describe(error))")
+        }
     }
 
     // MARK: Error mapping

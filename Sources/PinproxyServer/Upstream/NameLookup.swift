@@ -2,8 +2,8 @@ import NIOCore
 import NIOPosix
 
 /// Name resolution on the thread pool (getaddrinfo blocks), so that the SSRF
-/// guard sees every address and the connector dials a vetted one itself.
-enum Resolver {
+/// guard sees every address before any is dialled (`GuardedResolver`).
+enum NameLookup {
     struct Failure: Error, CustomStringConvertible {
         var description: String
     }
