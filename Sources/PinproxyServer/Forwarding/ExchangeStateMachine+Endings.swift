@@ -1,0 +1,142 @@
+import NIOCore
+import NIOHTTP1
+import PinproxyPolicy
+
+/// How an exchange is changed in place and how it ends: each ending (a
+/// refusal, an abort, a finish) happens here and only here.
+extension ExchangeStateMachine {
+    /// Where the current exchange's request parts go.
+    enum PartSink {
+        case sending(Upstream)
+        case holding
+        case none
+    }
+
+    /// Runs `body` on the current exchange with the state set aside (so its
+    /// buffers are not copied), then puts it back in the same state.
+    mutating func modify(_ body: (inout Exchange, PartSink) -> Action) -> Action {
+        switch state {
+        case .acquiring(var exchange):
+            state = .modifying
+            let action = body(&exchange, .holding)
+            state = .acquiring(exchange)
+            return action
+        case .authorizing(var exchange, let upstream):
+            state = .modifying
+            let action = body(&exchange, .holding)
+            state = .authorizing(exchange, upstream)
+            return action
+        case .forwarding(var exchange, let upstream):
+            state = .modifying
+            let action = body(&exchange, .sending(upstream))
+            state = .forwarding(exchange, upstream)
+            return action
+        case .discardingRefusal(var exchange, let upstream):
+            state = .modifying
+            let action = body(&exchange, .none)
+            state = .discardingRefusal(exchange, upstream)
+            return action
+        case .responded(var exchange):
+            state = .modifying
+            let action = body(&exchange, .none)
+            state = .responded(exchange)
+            return action
+        case .refused(var exchange):
+            state = .modifying
+            let action = body(&exchange, .none)
+            state = .refused(exchange)
+            return action
+        case .idle, .closed, .handedOver:
+            return .none
+        case .modifying:
+            preconditionFailure("modify while modifying")
+        }
+    }
+
+    /// Takes the current exchange (and the upstream it holds) out of the
+    /// state, leaving `.modifying`; nil when there is none.
+    mutating func takeExchange() -> (Exchange, Upstream?)? {
+        let taken: (Exchange, Upstream?)?
+        switch state {
+        case .acquiring(let exchange): taken = (exchange, nil)
+        case .authorizing(let exchange, let upstream), .forwarding(let exchange, let upstream),
+             .discardingRefusal(let exchange, let upstream): taken = (exchange, upstream)
+        case .responded(let exchange), .refused(let exchange): taken = (exchange, nil)
+        case .idle, .closed, .handedOver: return nil
+        case .modifying: preconditionFailure("take while modifying")
+        }
+        state = .modifying
+        return taken
+    }
+
+    /// Sends the refusal; the exchange ends now unless the request body is
+    /// still arriving on a connection that stays open.
+    mutating func refuse(_ exchange: Exchange, _ refusal: ProxyError, release upstream: Upstream?, reusable: Bool = false) -> Action {
+        var exchange = exchange
+        exchange.responseDeadline = nil
+        exchange.error = refusal
+        exchange.status = Int(refusal.status.code)
+        if exchange.host.isEmpty, let host = refusal.host { exchange.host = host }
+        if exchange.responseStarted {
+            exchange.closeAfter = true
+            state = .closed
+            return .abort(release: upstream, finished: exchange)
+        }
+        exchange.responseStarted = true
+        if refusal.code == .badRequest { exchange.closeAfter = true }
+        // An unread request body on a refused request: close rather than read it all.
+        if !exchange.requestEnded, case .length(let length)? = exchange.route?.framing, length > Self.drainLimit {
+            exchange.closeAfter = true
+        }
+        if exchange.closeAfter {
+            state = .closed
+            return .refuse(refusal, release: upstream, reusable: reusable, close: true, finished: exchange, next: .nothing)
+        }
+        if exchange.requestEnded {
+            state = .idle
+            return .refuse(refusal, release: upstream, reusable: reusable, close: false, finished: exchange, next: afterExchange())
+        }
+        state = .refused(exchange)
+        return .refuse(refusal, release: upstream, reusable: reusable, close: false, finished: nil, next: .nothing)
+    }
+
+    /// The response was under way when something failed: the app's
+    /// connection is cut so the response cannot look complete.
+    mutating func abort(_ exchange: Exchange, failure: String, release upstream: Upstream?) -> Action {
+        var exchange = exchange
+        exchange.failure = failure
+        exchange.closeAfter = true
+        exchange.responseDeadline = nil
+        exchange.bodyDeadline = nil
+        state = .closed
+        return .abort(release: upstream, finished: exchange)
+    }
+
+    /// Both directions are complete: log it, then the next request (or close).
+    mutating func finish(_ exchange: Exchange) -> Action {
+        if exchange.closeAfter {
+            state = .closed
+            return .finish(exchange, next: .nothing)  // the response's last write closes
+        }
+        state = .idle
+        return .finish(exchange, next: afterExchange())
+    }
+
+    /// What follows an exchange that leaves the connection open.
+    func afterExchange() -> Next {
+        shuttingDown ? .close : .takeNext
+    }
+
+    /// Marks the state closed after an `afterExchange` that said `.close`.
+    mutating func closing() {
+        state = .closed
+    }
+
+    /// The upstream connection the current exchange holds, if any.
+    var heldUpstream: Upstream? {
+        switch state {
+        case .authorizing(_, let upstream), .forwarding(_, let upstream), .discardingRefusal(_, let upstream): return upstream
+        default: return nil
+        }
+    }
+}
