@@ -24,7 +24,9 @@ let package = Package(
             pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]
         ),
-        // OpenSSL contexts, the NIO TLS handler, SPKI hashing, the interception CA and leaf minting.
+        // OpenSSL contexts, the NIO TLS handler, SPKI hashing, the interception CA and leaf minting,
+        // and the crypto and encodings the other modules need (AES-256-GCM, random bytes, SHA-256,
+        // Base64) as Swift types: the only module that imports COpenSSL.
         .target(
             name: "PinproxyTLS",
             dependencies: [
@@ -54,8 +56,8 @@ let package = Package(
         .target(
             name: "PinproxySpotify",
             dependencies: [
-                "COpenSSL",
                 "PinproxyPolicy",
+                "PinproxyTLS",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]

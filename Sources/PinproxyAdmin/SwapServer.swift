@@ -76,7 +76,7 @@ public struct SwapServer: Service {
             metrics.swapRequest(endpoint: endpoint, result: .badRequest)
             return Self.response(413, [("Content-Type", "application/json")], Array(#"{"error":"invalid_request"}"#.utf8))
         }
-        let form = FormDecoding.decode(Array(buffer: body))
+        let form = FormEncoding.decode(Array(buffer: body))
         let result = await answer(form)
         metrics.swapRequest(endpoint: endpoint, result: SwapResult(rawValue: result.outcome.rawValue) ?? .unavailable)
         logger.info("token swap request", metadata: [

@@ -5,6 +5,7 @@ import PinproxyMetrics
 import PinproxyPolicy
 import PinproxyServer
 import PinproxySpotify
+import PinproxyTLS
 
 /// The accounts service's token endpoint, reached through the proxy's own
 /// path: the accounts host's policy (pins, TLS floor, SSRF guard, pool)
@@ -25,34 +26,11 @@ struct ProxiedTokenEndpoint: TokenEndpoint {
         if let basicAuth {
             // RFC 6749 §2.3.1: id and secret are form-encoded, then joined for Basic.
             let pair = FormEncoding.escape(basicAuth.user) + ":" + FormEncoding.escape(basicAuth.password)
-            headers.append(("Authorization", "Basic " + Data(pair.utf8).base64EncodedString()))
+            headers.append(("Authorization", "Basic " + Base64.encode(Array(pair.utf8))))
         }
         let body = Array(FormEncoding.encode(form).utf8)
         let response = try await proxy.send(method: "POST", url: url, headers: headers, body: body, timeout: timeout)
         return TokenEndpointResponse(status: response.status, headers: response.headers, body: response.body)
-    }
-}
-
-/// `application/x-www-form-urlencoded` (the WHATWG algorithm's byte set).
-enum FormEncoding {
-    static func encode(_ pairs: [(String, String)]) -> String {
-        pairs.map { escape($0.0) + "=" + escape($0.1) }.joined(separator: "&")
-    }
-
-    static func escape(_ text: String) -> String {
-        var out = ""
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "*"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"):
-                out.unicodeScalars.append(UnicodeScalar(byte))
-            case UInt8(ascii: " "):
-                out += "+"
-            default:
-                out += String(format: "%%%02X", byte)
-            }
-        }
-        return out
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import PinproxyTLS
 import Yams
 
 /// Reads `spotify:`: the token endpoint, the sessions host policies name,
@@ -97,7 +98,7 @@ struct SpotifyConfigReader {
         if keyResult == nil {
             bag.error(m.location, "`spotify.swap` needs `key` or `key_file` (base64 of 32 bytes: `openssl rand -base64 32`)")
         }
-        if case .inline(let key)?? = keyResult, Data(base64Encoded: key.reveal())?.count != 32 {
+        if case .inline(let key)?? = keyResult, Base64.decode(key.reveal())?.count != 32 {
             bag.error(m.valueLocation("key"), "`key` must be base64 of 32 bytes (`openssl rand -base64 32`)")
         }
         let legacy = m.path("legacy_secret_file")

@@ -1,4 +1,5 @@
 import Foundation
+import PinproxyTLS
 
 /// The `pins:` section of a host policy (DESIGN §3 "Pin evaluation").
 public struct PinPolicy: Sendable, Hashable {
@@ -81,8 +82,8 @@ public struct Pin: Sendable, Hashable {
         var padded = String(t)
         guard !padded.isEmpty, padded.count <= 44 else { return nil }
         while padded.count % 4 != 0 { padded += "=" }
-        guard let bytes = Data(base64Encoded: padded), bytes.count == 32 else { return nil }
-        return bytes.base64EncodedString()
+        guard let bytes = Base64.decode(padded), bytes.count == 32 else { return nil }
+        return Base64.encode(bytes)
     }
 }
 

@@ -158,17 +158,3 @@ public struct TokenSwap: Sendable {
         return Answer(status: status, headers: [("Content-Type", "application/json")], body: Array(body), outcome: outcome)
     }
 }
-
-/// `application/x-www-form-urlencoded` bodies, decoded (`+` is a space).
-public enum FormDecoding {
-    public static func decode(_ body: [UInt8]) -> [(String, String)] {
-        String(decoding: body, as: UTF8.self).split(separator: "&", omittingEmptySubsequences: true).map { pair in
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            func unescape(_ text: Substring) -> String {
-                let spaced = text.replacingOccurrences(of: "+", with: " ")
-                return spaced.removingPercentEncoding ?? spaced
-            }
-            return (unescape(parts[0]), parts.count > 1 ? unescape(parts[1]) : "")
-        }
-    }
-}
