@@ -78,4 +78,14 @@ struct RequestFramingTests {
         // 1000 fields of 2 bytes of name and value are 6,000 bytes on the wire.
         #expect(MessageRules.wireSize(tiny) == 3 + 1 + 12 + 1000 * 6 + 2)
     }
+
+    @Test func everyHopByHopNameIsRecognisedInAnyCase() {
+        for name in MessageRules.hopByHop {
+            #expect(MessageRules.isHopByHop(name))
+            #expect(MessageRules.isHopByHop(name.uppercased()))
+        }
+        for name in ["Content-Length", "Transfer-Encoding", "Host", "X-Upgrade", "tE2", "Connectionx"] {
+            #expect(!MessageRules.isHopByHop(name), "\(name)")
+        }
+    }
 }

@@ -20,28 +20,53 @@ enum MessageRules {
     /// (a quadratic strip let one crafted head cost seconds of event-loop CPU).
     /// `Transfer-Encoding` is left to the framing rules, which rewrite it.
     static func stripHopByHop(_ headers: inout HTTPHeaders) {
+        // The common head names no hop-by-hop field at all: found without
+        // allocating (names compared as ASCII, case folded byte by byte).
         var named: Set<String> = []
         var hasHopByHop = false
-        for (name, value) in headers {
-            let lower = name.lowercased()
-            if lower == "connection" {
+        for (name, value) in headers where isHopByHop(name) {
+            hasHopByHop = true
+            if name.utf8.count == 10, asciiEqualsIgnoringCase(name, "connection") {
                 for token in value.split(separator: ",") {
                     named.insert(token.trimmingSpaces.lowercased())
                 }
             }
-            if hopByHop.contains(lower) { hasHopByHop = true }
         }
         named.remove("transfer-encoding")
         guard hasHopByHop || !named.isEmpty else { return }
         var kept = HTTPHeaders()
         kept.reserveCapacity(headers.count)
-        for (name, value) in headers {
-            let lower = name.lowercased()
-            if !hopByHop.contains(lower) && !named.contains(lower) {
-                kept.add(name: name, value: value)
-            }
+        for (name, value) in headers where !isHopByHop(name) && (named.isEmpty || !named.contains(name.lowercased())) {
+            kept.add(name: name, value: value)
         }
         headers = kept
+    }
+
+    /// Whether `name` is one of `hopByHop`, without allocating.
+    static func isHopByHop(_ name: String) -> Bool {
+        switch name.utf8.count {
+        case 2: return asciiEqualsIgnoringCase(name, "te")
+        case 7: return asciiEqualsIgnoringCase(name, "trailer") || asciiEqualsIgnoringCase(name, "upgrade")
+        case 10: return asciiEqualsIgnoringCase(name, "connection") || asciiEqualsIgnoringCase(name, "keep-alive")
+        case 16: return asciiEqualsIgnoringCase(name, "proxy-connection")
+        case 18: return asciiEqualsIgnoringCase(name, "proxy-authenticate")
+        case 19: return asciiEqualsIgnoringCase(name, "proxy-authorization")
+        default: return false
+        }
+    }
+
+    /// `text` equals the lowercase ASCII `lower`, ignoring ASCII case.
+    static func asciiEqualsIgnoringCase(_ text: String, _ lower: StaticString) -> Bool {
+        guard text.utf8.count == lower.utf8CodeUnitCount else { return false }
+        return lower.withUTF8Buffer { expected in
+            var index = 0
+            for byte in text.utf8 {
+                let folded = (byte >= 65 && byte <= 90) ? byte | 0x20 : byte
+                if folded != expected[index] { return false }
+                index += 1
+            }
+            return true
+        }
     }
 
     /// The size of a head as it stands on the wire (request line, fields with
