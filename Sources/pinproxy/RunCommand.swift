@@ -50,6 +50,16 @@ struct RunCommand: AsyncParsableCommand {
             }
         }
         let logger = Logger(label: "pinproxy")
+        if let files = OpenFilesLimit.raiseSoftToHard() {
+            let metadata: Logger.Metadata = [
+                "soft_at_start": "\(files.before)", "soft": "\(files.after)", "hard": "\(files.hard)",
+            ]
+            if let failure = files.failure {
+                logger.warning("cannot raise the open files limit", metadata: metadata.merging(["error": "\(failure)"]) { $1 })
+            } else {
+                logger.info("open files limit", metadata: metadata)
+            }
+        }
         for warning in store.snapshot.warnings {
             logger.warning("\(warning.message)", metadata: ["at": "\(warning.location)"])
         }
@@ -93,7 +103,14 @@ struct RunCommand: AsyncParsableCommand {
         tokenSessions.withLockedValue { $0 = sessions }
         let admin = AdminServer(
             listen: settings.admin.listen, store: store, metrics: metrics,
-            providers: .init(readiness: { readiness.status }, readinessDetails: { sessions.readinessDetails }, probe: { pattern in
+            providers: .init(readiness: {
+                var status = readiness.status
+                status.accepting = proxy.acceptHealth.isAccepting()
+                return status
+            }, readinessDetails: {
+                let accept = proxy.acceptHealth.recentFailure().map { ["the proxy listener cannot accept connections: \($0.reason)"] } ?? []
+                return accept + sessions.readinessDetails
+            }, probe: { pattern in
                 proxy.probes.result(for: pattern).map { ProbeStatus(success: $0.success, at: $0.at, leafNotAfter: $0.leafNotAfter) }
             }))
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
