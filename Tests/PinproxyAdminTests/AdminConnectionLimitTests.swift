@@ -1,5 +1,4 @@
 import Foundation
-import NIOPosix
 import PinproxyPolicy
 import PinproxyAdmin
 import PinproxyTestSupport
@@ -13,15 +12,18 @@ struct AdminConnectionLimitTests {
     static let providers = AdminServer.Providers(readiness: { ReadinessStatus(listening: true, policyLoaded: true, caUsable: true) })
     static let request = "GET /healthz HTTP/1.1\r\nHost: admin\r\n\r\n"
 
-    /// Raw sockets are used from NIO's thread pool: blocking waits on the
-    /// cooperative pool would starve the server under test.
+    /// Raw sockets are waited on from a thread of their own: blocking on the
+    /// cooperative pool would starve the server under test, and on NIO's
+    /// thread pool the admin API's own reloads in other tests.
     struct Socket: @unchecked Sendable {
         let client: RawClient
         init(_ port: Int) throws { client = try RawClient(port: port) }
     }
 
-    func blocking<T: Sendable>(_ body: @escaping @Sendable () -> T) async throws -> T {
-        try await NIOThreadPool.singleton.runIfActive(body)
+    func blocking<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            Thread { continuation.resume(returning: body()) }.start()
+        }
     }
 
     func store() throws -> PolicyStore {
@@ -33,10 +35,10 @@ struct AdminConnectionLimitTests {
         try await withAdminServer(store: try store(), providers: Self.providers, limits: limits) { client in
             let idle = try Socket(client.port), used = try Socket(client.port)
             used.client.send(Self.request)
-            let head = try await blocking { used.client.readResponse().head }
+            let head = await blocking { used.client.readResponse().head }
             #expect(head.hasPrefix("HTTP/1.1 200"))
             // Both: one that never sent a byte, one idle after its answer.
-            let closed = try await blocking { (idle.client.isClosedByPeer(within: 5), used.client.isClosedByPeer(within: 5)) }
+            let closed = await blocking { (idle.client.isClosedByPeer(within: 5), used.client.isClosedByPeer(within: 5)) }
             #expect(closed.0, "a connection that sent nothing was kept open")
             #expect(closed.1, "an idle keep-alive connection was kept open")
         }
@@ -46,7 +48,7 @@ struct AdminConnectionLimitTests {
         let limits = AdminLimits(idleTimeout: .seconds(1))
         try await withAdminServer(store: try store(), providers: Self.providers, limits: limits) { client in
             let socket = try Socket(client.port)
-            let cut = try await blocking { () -> Bool in
+            let cut = await blocking { () -> Bool in
                 let slow = socket.client
                 slow.send("GET /healthz HTTP/1.1\r\nHost: admin\r\n")
                 // A header line every 200 ms, for up to 6 s: always busy, never done.
@@ -66,16 +68,16 @@ struct AdminConnectionLimitTests {
             let held = try (0..<3).map { _ in try Socket(client.port) }
             for connection in held {
                 connection.client.send(Self.request)
-                let head = try await blocking { connection.client.readResponse().head }
+                let head = await blocking { connection.client.readResponse().head }
                 #expect(head.hasPrefix("HTTP/1.1 200"))
             }
             let extra = try Socket(client.port)  // the kernel's backlog takes it
             extra.client.send(Self.request)
-            let early = try await blocking { extra.client.hasData(within: 1.5) }
+            let early = await blocking { extra.client.hasData(within: 1.5) }
             #expect(!early, "a fourth connection was served past a cap of three")
 
             held[0].client.closeNow()
-            let answer = try await blocking { extra.client.hasData(within: 5) ? extra.client.readResponse().head : "" }
+            let answer = await blocking { extra.client.hasData(within: 5) ? extra.client.readResponse().head : "" }
             #expect(answer.hasPrefix("HTTP/1.1 200"), "the waiting connection was not served once a slot freed: \(answer)")
         }
     }
