@@ -26,16 +26,13 @@ struct RunCommand: AsyncParsableCommand {
             throw ExitCode(2)
         }
         let loader = PolicyLoader(configFile: config)
-        let store: PolicyStore
-        switch PolicyStore.load(loader) {
-        case .failure(let failure):
-            failure.diagnostics.forEach { standardError($0.description) }
+        let first = loader.load()
+        guard let initial = first.snapshot else {
+            first.diagnostics.forEach { standardError($0.description) }
             standardError("pinproxy run: the configuration is invalid; nothing was started")
             throw ExitCode(1)
-        case .success(let loaded):
-            store = loaded
         }
-        let settings = store.snapshot.config
+        let settings = initial.config
         if settings.concurrency > 0 {
             // Before anything creates the shared event-loop group.
             NIOSingletons.groupLoopCountSuggestion = settings.concurrency
@@ -50,6 +47,8 @@ struct RunCommand: AsyncParsableCommand {
             }
         }
         let logger = Logger(label: "pinproxy")
+        // Made after the bootstrap, so its reload lines take the configured format too.
+        let store = PolicyStore(loader: loader, initial: initial)
         if let files = OpenFilesLimit.raiseSoftToHard() {
             let metadata: Logger.Metadata = [
                 "soft_at_start": "\(files.before)", "soft": "\(files.after)", "hard": "\(files.hard)",
