@@ -200,6 +200,7 @@ struct ReadinessDocument: Encodable {
         try c.encode(status.missing, forKey: .missing)
         try c.encode([
             "listening": status.listening, "policy_loaded": status.policyLoaded, "ca_usable": status.caUsable,
+            "accepting": status.accepting,
         ], forKey: .checks)
         try c.encode(details, forKey: .details)
     }

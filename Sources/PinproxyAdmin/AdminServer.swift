@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Logging
 import NIOCore
 import NIOPosix
@@ -39,6 +40,7 @@ public struct AdminServer: Service {
     }
 
     public let listen: HostPort
+    public let limits: AdminLimits
     let store: PolicyStore
     let metrics: PinproxyMetrics
     let providers: Providers
@@ -57,11 +59,13 @@ public struct AdminServer: Service {
         store: PolicyStore,
         metrics: PinproxyMetrics,
         providers: Providers,
+        limits: AdminLimits = AdminLimits(),
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "pinproxy.admin"),
         onListening: @escaping @Sendable (HostPort) async -> Void = { _ in }
     ) {
         self.listen = listen
+        self.limits = limits
         self.store = store
         self.metrics = metrics
         self.providers = providers
@@ -80,7 +84,11 @@ public struct AdminServer: Service {
     public func run() async throws {
         let app = Application(
             router: makeRouter(),
-            configuration: ApplicationConfiguration(address: .hostname(listen.host, port: listen.port)),
+            // Hummingbird's own idle timer and connection cap (see AdminLimits).
+            server: .http1(configuration: .init(idleTimeout: limits.idleTimeout)),
+            configuration: ApplicationConfiguration(
+                address: .hostname(listen.host, port: listen.port),
+                availableConnectionsDelegate: MaximumAvailableConnections(limits.maxConnections, logger: logger)),
             onServerRunning: { [bound, listen, logger, onListening] channel in
                 let port = channel.localAddress?.port ?? listen.port
                 let address = HostPort(host: listen.host, port: port)

@@ -1,23 +1,27 @@
 import NIOConcurrencyHelpers
 
-/// What `GET /readyz` checks (DESIGN §5): the proxy listening, a policy
-/// loaded, the interception CA usable. All three must hold for a 200.
+/// What `GET /readyz` checks: the proxy listening, a policy loaded, the
+/// interception CA usable, and the proxy able to accept connections (a
+/// listener that is bound but failing to accept, out of file descriptors,
+/// serves nobody). All four must hold for a 200.
 public struct ReadinessStatus: Sendable, Hashable {
     public var listening: Bool
     public var policyLoaded: Bool
     public var caUsable: Bool
+    public var accepting: Bool
 
-    public init(listening: Bool, policyLoaded: Bool, caUsable: Bool) {
+    public init(listening: Bool, policyLoaded: Bool, caUsable: Bool, accepting: Bool = true) {
         self.listening = listening
         self.policyLoaded = policyLoaded
         self.caUsable = caUsable
+        self.accepting = accepting
     }
 
-    public var isReady: Bool { listening && policyLoaded && caUsable }
+    public var isReady: Bool { listening && policyLoaded && caUsable && accepting }
 
     /// The names of the checks that fail, in a fixed order.
     public var missing: [String] {
-        [("listening", listening), ("policy_loaded", policyLoaded), ("ca_usable", caUsable)]
+        [("listening", listening), ("policy_loaded", policyLoaded), ("ca_usable", caUsable), ("accepting", accepting)]
             .filter { !$0.1 }.map(\.0)
     }
 }

@@ -8,7 +8,7 @@ import NIOConcurrencyHelpers
 /// for, validity of days, SHA-256, kept in a bounded LRU cache per name.
 public final class CertificateAuthority: Sendable {
     public let certificate: Certificate
-    private let key: PrivateKey
+    let key: PrivateKey
     /// The one key every minted leaf carries; made once per process.
     private let leafKey: PrivateKey
     public let leafValidity: TimeInterval
@@ -54,38 +54,6 @@ public final class CertificateAuthority: Sendable {
             ])
         let certificate = try builder.build(publicKey: key, issuer: nil, issuerKey: key)
         return try CertificateAuthority(certificate: certificate, key: key)
-    }
-
-    /// Loads the CA, refusing a key file that group or others can read.
-    public static func load(certificatePath: String, keyPath: String) throws -> CertificateAuthority {
-        try SecretFilePermissions.requirePrivate(keyPath, what: "CA key")
-        let certificates = try Certificate.loadPEM(file: certificatePath)
-        let key = try PrivateKey(pemFile: keyPath)
-        return try CertificateAuthority(certificate: certificates[0], key: key)
-    }
-
-    /// Loads the CA when both files exist, creates and writes it when both are
-    /// missing, and refuses when only one of them is there.
-    public static func loadOrCreate(certificatePath: String, keyPath: String) throws -> (CertificateAuthority, created: Bool) {
-        let files = FileManager.default
-        switch (files.fileExists(atPath: certificatePath), files.fileExists(atPath: keyPath)) {
-        case (true, true):
-            return (try load(certificatePath: certificatePath, keyPath: keyPath), false)
-        case (false, false):
-            let ca = try create()
-            try ca.write(certificatePath: certificatePath, keyPath: keyPath)
-            return (ca, true)
-        case (true, false):
-            throw TLSError.configuration("CA certificate \(certificatePath) exists but its key \(keyPath) does not; restore the key or remove both to create a new CA")
-        case (false, true):
-            throw TLSError.configuration("CA key \(keyPath) exists but its certificate \(certificatePath) does not; restore the certificate or remove both to create a new CA")
-        }
-    }
-
-    /// Writes the certificate (0644) and the key (0600, never replacing a file).
-    public func write(certificatePath: String, keyPath: String) throws {
-        try SecureFileWriter.write(Array(key.pemString.utf8), to: keyPath, mode: 0o600, exclusive: true)
-        try SecureFileWriter.write(Array(certificate.pemString.utf8), to: certificatePath, mode: 0o644, exclusive: false)
     }
 
     // MARK: Minting

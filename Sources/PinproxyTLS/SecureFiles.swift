@@ -1,6 +1,6 @@
 import Foundation
 
-/// Refuses secret files that others can read (DESIGN §3: the CA key).
+/// Refuses secret files that others can read (the CA key).
 public enum SecretFilePermissions {
     public static func requirePrivate(_ path: String, what: String) throws {
         var info = stat()
@@ -15,20 +15,41 @@ public enum SecretFilePermissions {
     }
 }
 
-/// Writes files that must be complete and private when they appear: a temp
-/// file with the final mode, fsync, then rename (or, with `exclusive`, a new
-/// file that never replaces an existing one).
+/// Writes files that must be complete and private when they appear under
+/// their name: the bytes go to a temporary file with the final mode, are
+/// fsynced, and only then take the final name (a rename, or with
+/// `exclusive` a link that never replaces an existing file).
 public enum SecureFileWriter {
     public static func write(_ bytes: [UInt8], to path: String, mode: mode_t, exclusive: Bool) throws {
+        let temporary = path + ".tmp.\(getpid())"
+        try writeTemporary(bytes, at: temporary, mode: mode)
+        do {
+            if exclusive {
+                try linkNoReplace(temporary, to: path)
+            } else {
+                try rename(temporary, to: path)
+            }
+        } catch {
+            unlink(temporary)
+            throw error
+        }
+        syncDirectory(of: path)
+    }
+
+    /// Creates `path` (which must not exist) with `mode`, writes and fsyncs it.
+    /// On failure nothing is left at `path`.
+    static func writeTemporary(_ bytes: [UInt8], at path: String, mode: mode_t) throws {
         let directory = (path as NSString).deletingLastPathComponent
         if !directory.isEmpty {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            do {
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw TLSError.configuration("cannot create directory \(directory): \(error.localizedDescription)")
+            }
         }
-        let target = exclusive ? path : path + ".tmp.\(getpid())"
-        let flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC
-        let fd = open(target, flags, mode)
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
         guard fd >= 0 else {
-            throw TLSError.configuration("cannot create \(target): \(String(cString: strerror(errno)))")
+            throw TLSError.configuration("cannot create \(path): \(String(cString: strerror(errno)))")
         }
         var ok = fchmod(fd, mode) == 0  // the umask may have narrowed or widened nothing; be exact
         ok = ok && bytes.withUnsafeBytes { buffer in
@@ -44,15 +65,39 @@ public enum SecureFileWriter {
         let savedErrno = errno
         close(fd)
         guard ok else {
-            unlink(target)
-            throw TLSError.configuration("cannot write \(target): \(String(cString: strerror(savedErrno)))")
+            unlink(path)
+            throw TLSError.configuration("cannot write \(path): \(String(cString: strerror(savedErrno)))")
         }
-        if !exclusive {
-            guard rename(target, path) == 0 else {
-                let reason = String(cString: strerror(errno))
-                unlink(target)
-                throw TLSError.configuration("cannot move \(target) to \(path): \(reason)")
+    }
+
+    /// Gives `temporary` the name `path` only if nothing has it (a link, so a
+    /// file already there is never replaced), then drops the temporary name.
+    static func linkNoReplace(_ temporary: String, to path: String) throws {
+        if link(temporary, path) != 0 {
+            let reason = errno
+            // File systems without hard links: a rename guarded by a check.
+            guard reason != EEXIST, !FileManager.default.fileExists(atPath: path) else {
+                throw TLSError.configuration("\(path) already exists; it is never replaced")
             }
+            try rename(temporary, to: path)
+            return
         }
+        unlink(temporary)
+    }
+
+    static func rename(_ temporary: String, to path: String) throws {
+        guard Glibc.rename(temporary, path) == 0 else {
+            throw TLSError.configuration("cannot move \(temporary) to \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// Makes the renames in `path`'s directory durable (best effort: some
+    /// file systems refuse fsync on a directory).
+    static func syncDirectory(of path: String) {
+        let directory = (path as NSString).deletingLastPathComponent
+        let fd = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        fsync(fd)
+        close(fd)
     }
 }

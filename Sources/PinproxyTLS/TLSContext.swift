@@ -13,7 +13,9 @@ public final class TLSContext: @unchecked Sendable {
     /// ALPN wire format (length-prefixed names), kept alive for OpenSSL's callbacks.
     private let alpnWire: UnsafeMutableBufferPointer<UInt8>?
 
-    public init(configuration: TLSConfiguration) throws {
+    /// - Parameter trustStores: where contexts of one policy load share their
+    ///   trust stores; nil loads this context's own.
+    public init(configuration: TLSConfiguration, trustStores: TrustStoreCache? = nil) throws {
         self.configuration = configuration
         let method = configuration.role == .client ? TLS_client_method() : TLS_server_method()
         OpenSSLErrorQueue.clear()
@@ -34,7 +36,7 @@ public final class TLSContext: @unchecked Sendable {
         // From here on `deinit` frees what was made, whatever throws.
         try configureVersions()
         try configureCiphers()
-        try configureTrust()
+        try configureTrust(trustStores)
         try configureIdentity()
         configureALPN()
         configureSessions()
@@ -44,6 +46,12 @@ public final class TLSContext: @unchecked Sendable {
     deinit {
         SSL_CTX_free(ref)
         alpnWire?.deallocate()
+    }
+
+    /// Which trust store this context verifies against: equal for two
+    /// contexts that share one store. For tests and diagnostics only.
+    public var trustStoreIdentity: TrustStoreIdentity {
+        TrustStoreIdentity(address: UInt(bitPattern: SSL_CTX_get_cert_store(ref)))
     }
 
     // MARK: Versions and ciphers
@@ -98,20 +106,14 @@ public final class TLSContext: @unchecked Sendable {
 
     // MARK: Trust and identity
 
-    private func configureTrust() throws {
+    private func configureTrust(_ trustStores: TrustStoreCache?) throws {
         let c = configuration
         OpenSSLErrorQueue.clear()
         switch c.trustRoots {
-        case .system:
-            guard SSL_CTX_set_default_verify_paths(ref) == 1 else {
-                throw TLSError.configuration(OpenSSLErrorQueue.drainReason(or: "cannot load the system trust store"))
-            }
-        case .file(let path):
-            // Parse first: a file without certificates is an error, not an empty store.
-            _ = try Certificate.loadPEM(file: path)
-            guard SSL_CTX_load_verify_locations(ref, path, nil) == 1 else {
-                throw TLSError.configuration("trust store \(path): \(OpenSSLErrorQueue.drainReason(or: "cannot load"))")
-            }
+        case .system, .file:
+            let store = try trustStores?.store(for: c.trustRoots) ?? TrustStore.load(c.trustRoots)
+            // Takes a reference: a shared store lives as long as its last context.
+            SSL_CTX_set1_cert_store(ref, store.ref)
         case .certificates(let certificates):
             let store = SSL_CTX_get_cert_store(ref)
             for certificate in certificates {

@@ -26,16 +26,13 @@ struct RunCommand: AsyncParsableCommand {
             throw ExitCode(2)
         }
         let loader = PolicyLoader(configFile: config)
-        let store: PolicyStore
-        switch PolicyStore.load(loader) {
-        case .failure(let failure):
-            failure.diagnostics.forEach { standardError($0.description) }
+        let first = loader.load()
+        guard let initial = first.snapshot else {
+            first.diagnostics.forEach { standardError($0.description) }
             standardError("pinproxy run: the configuration is invalid; nothing was started")
             throw ExitCode(1)
-        case .success(let loaded):
-            store = loaded
         }
-        let settings = store.snapshot.config
+        let settings = initial.config
         if settings.concurrency > 0 {
             // Before anything creates the shared event-loop group.
             NIOSingletons.groupLoopCountSuggestion = settings.concurrency
@@ -50,6 +47,18 @@ struct RunCommand: AsyncParsableCommand {
             }
         }
         let logger = Logger(label: "pinproxy")
+        // Made after the bootstrap, so its reload lines take the configured format too.
+        let store = PolicyStore(loader: loader, initial: initial)
+        if let files = OpenFilesLimit.raiseSoftToHard() {
+            let metadata: Logger.Metadata = [
+                "soft_at_start": "\(files.before)", "soft": "\(files.after)", "hard": "\(files.hard)",
+            ]
+            if let failure = files.failure {
+                logger.warning("cannot raise the open files limit", metadata: metadata.merging(["error": "\(failure)"]) { $1 })
+            } else {
+                logger.info("open files limit", metadata: metadata)
+            }
+        }
         for warning in store.snapshot.warnings {
             logger.warning("\(warning.message)", metadata: ["at": "\(warning.location)"])
         }
@@ -94,7 +103,14 @@ struct RunCommand: AsyncParsableCommand {
         tokenSessions.withLockedValue { $0 = sessions }
         let admin = AdminServer(
             listen: settings.admin.listen, store: store, metrics: metrics,
-            providers: .init(readiness: { readiness.status }, readinessDetails: { sessions.readinessDetails }, probe: { pattern in
+            providers: .init(readiness: {
+                var status = readiness.status
+                status.accepting = proxy.acceptHealth.isAccepting()
+                return status
+            }, readinessDetails: {
+                let accept = proxy.acceptHealth.recentFailure().map { ["the proxy listener cannot accept connections: \($0.reason)"] } ?? []
+                return accept + sessions.readinessDetails
+            }, probe: { pattern in
                 proxy.probes.result(for: pattern).map { ProbeStatus(success: $0.success, at: $0.at, leafNotAfter: $0.leafNotAfter) }
             }))
         // A graceful shutdown stops services in reverse order: the proxy, last

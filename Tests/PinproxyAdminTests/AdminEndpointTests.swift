@@ -74,7 +74,7 @@ struct AdminEndpointTests {
             #expect(answer.status == 503)
             json = try answer.json()
             #expect(json["missing"] as? [String] == ["ca_usable"])
-            #expect((json["checks"] as? [String: Bool]) == ["listening": true, "policy_loaded": true, "ca_usable": false])
+            #expect((json["checks"] as? [String: Bool]) == ["listening": true, "policy_loaded": true, "ca_usable": false, "accepting": true])
 
             state.setCAUsable(true)
             details.withLockedValue { $0 = ["spotify session user needs re-authorisation (invalid_grant)"] }

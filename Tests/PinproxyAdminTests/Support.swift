@@ -42,10 +42,11 @@ final class AdminFixture {
 /// Runs an admin server on 127.0.0.1:0 in a service group for the duration of `body`.
 func withAdminServer<T>(
     store: PolicyStore, metrics: PinproxyMetrics = PinproxyMetrics(), providers: AdminServer.Providers,
+    limits: AdminLimits = AdminLimits(),
     _ body: (AdminClient) async throws -> T
 ) async throws -> T {
     let server = AdminServer(
-        listen: HostPort(host: "127.0.0.1", port: 0), store: store, metrics: metrics, providers: providers,
+        listen: HostPort(host: "127.0.0.1", port: 0), store: store, metrics: metrics, providers: providers, limits: limits,
         logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
     let group = ServiceGroup(services: [server], logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
     let running = Task { try await group.run() }
@@ -79,6 +80,9 @@ struct AdminResponse: Sendable {
 /// (two threads on a two-core machine) would starve the server under test.
 struct AdminClient: Sendable {
     var base: String
+
+    /// The admin listener's port, for raw sockets.
+    var port: Int { Int(base.split(separator: ":").last!)! }
 
     func request(_ method: String, _ path: String) async throws -> AdminResponse {
         let base = self.base

@@ -67,3 +67,35 @@ struct PinAndCATests {
         #expect(try String(contentsOfFile: dir.file("ca-key.pem"), encoding: .utf8) == "precious")
     }
 }
+
+/// What a stopped first start used to leave: the key written, the
+/// certificate not, and every later start refused.
+@Suite("A CA creation that fails half way leaves nothing behind")
+struct CACreationFailureTests {
+    @Test func aCertificateThatCannotBeWrittenLeavesNoKeyBehind() throws {
+        let dir = try TemporaryDirectory()
+        // The certificate's directory is a plain file: its write fails after
+        // the key's (as a kill between the two would stop it).
+        try dir.write("certs", "not a directory")
+        let certificate = dir.file("certs/ca.pem"), key = dir.file("keys/ca-key.pem")
+        #expect(throws: TLSError.self) { try CertificateAuthority.loadOrCreate(certificatePath: certificate, keyPath: key) }
+        #expect(!FileManager.default.fileExists(atPath: key), "a key without its certificate blocks every later start")
+
+        try FileManager.default.removeItem(atPath: dir.file("certs"))
+        let (_, created) = try CertificateAuthority.loadOrCreate(certificatePath: certificate, keyPath: key)
+        #expect(created)
+    }
+
+    @Test func aHalfCAFromAnOlderStartNamesBothFilesAndWhatToDo() throws {
+        let dir = try TemporaryDirectory()
+        try CertificateAuthority.create().write(certificatePath: dir.file("ca.pem"), keyPath: dir.file("ca-key.pem"))
+        try FileManager.default.removeItem(atPath: dir.file("ca.pem"))
+        let error = #expect(throws: TLSError.self) {
+            try CertificateAuthority.loadOrCreate(certificatePath: dir.file("ca.pem"), keyPath: dir.file("ca-key.pem"))
+        }
+        let reason = error?.reason ?? ""
+        #expect(reason.contains("CA key \(dir.file("ca-key.pem")) exists but its certificate \(dir.file("ca.pem")) does not"))
+        #expect(reason.contains("remove \(dir.file("ca-key.pem")) and start again to create a new CA"))
+        #expect(reason.contains("restore \(dir.file("ca.pem")) from a backup"))
+    }
+}

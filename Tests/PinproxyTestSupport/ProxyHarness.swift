@@ -20,7 +20,8 @@ public final class ProxyHarness: @unchecked Sendable {
 
     /// Writes `etc/pinproxy.yaml` (listeners on port 0 unless `mainConfig` says
     /// otherwise) and `etc/policies/test.yaml`, then starts the proxy.
-    public init(policies: String, mainConfig: String = "", directory: TemporaryDirectory? = nil) throws {
+    /// `launcher`: a command that execs the proxy (`prlimit --nofile=…`).
+    public init(policies: String, mainConfig: String = "", directory: TemporaryDirectory? = nil, launcher: [String] = []) throws {
         let dir = try directory ?? TemporaryDirectory("pinproxy-e2e")
         self.directory = dir
         var main = mainConfig
@@ -30,8 +31,8 @@ public final class ProxyHarness: @unchecked Sendable {
         if !main.contains("policies:") { main += "\npolicies: policies\n" }
         try dir.write("etc/pinproxy.yaml", main)
         try dir.write("etc/policies/test.yaml", policies)
-        process = try ChildProcess(PinproxyBinary.path, ["run", "--config", dir.file("etc/pinproxy.yaml")],
-                                   directory: dir, name: "pinproxy", currentDirectory: dir.path)
+        let command = launcher + [PinproxyBinary.path, "run", "--config", dir.file("etc/pinproxy.yaml")]
+        process = try ChildProcess(command[0], Array(command.dropFirst()), directory: dir, name: "pinproxy", currentDirectory: dir.path)
         port = try Self.listeningPort("proxy listening", in: process, timeout: 20)
     }
 

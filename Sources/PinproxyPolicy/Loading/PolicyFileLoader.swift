@@ -25,11 +25,30 @@ struct PolicyFileLoader {
             .map { (path as NSString).appendingPathComponent($0) }
     }
 
+    /// A policy file must say `hosts:` with a list. A file with nothing in it
+    /// (zero bytes, blanks, comments only) or a `hosts:` with no value is what
+    /// an editor or a deploy leaves halfway through rewriting the file: it is
+    /// an error, so a reload keeps the last good set rather than serving a set
+    /// with this file's hosts missing. `hosts: []` says "none" on purpose.
     func load(file: String, into bag: DiagnosticBag) -> [HostPolicySpec] {
-        guard let document = YAMLDocument.load(file: file, into: bag), let root = document.root else { return [] }
+        guard let document = YAMLDocument.load(file: file, into: bag) else { return [] }
+        guard let root = document.root else {
+            bag.error(.file(file), "policy file \(file) is empty: it needs `hosts:` with a list of host policies (write `hosts: []` for a file that has none on purpose)")
+            return []
+        }
         let reader = NodeReader(file: file, environment: environment, bag: bag)
-        guard let top = MappingReader(root, reader: reader, key: "a policy file", schemaPath: "", mapPrefix: "", table: ConfigKeys.policy),
-              let hosts = top.list("hosts") else { return [] }
+        guard let top = MappingReader(root, reader: reader, key: "a policy file", schemaPath: "", mapPrefix: "", table: ConfigKeys.policy) else {
+            return []
+        }
+        guard top.entries.contains(where: { $0.key == "hosts" }) else {
+            bag.error(top.location, "a policy file needs `hosts:` with a list of host policies (write `hosts: []` for a file that has none on purpose)")
+            return []
+        }
+        guard top.has("hosts") else {
+            bag.error(top.keyLocation("hosts"), "`hosts` has no value: list the host policies under it, or write `hosts: []` for a file that has none on purpose")
+            return []
+        }
+        guard let hosts = top.list("hosts") else { return [] }
         return hosts.compactMap { node in
             guard let entry = MappingReader(node, reader: reader, key: "hosts[]", schemaPath: "hosts[]", mapPrefix: "", table: ConfigKeys.policy) else {
                 return nil

@@ -11,10 +11,17 @@ struct SpotifyConfigReader {
         let bag = spotify.reader.bag
         spotify.record(into: &config.sourceMap)
         if let v = spotify.nonEmptyString("accounts") {
-            if let url = URL(string: v), let scheme = url.scheme?.lowercased(), ["https", "http"].contains(scheme), url.host != nil {
+            let url = URL(string: v)
+            let scheme = url?.scheme?.lowercased()
+            if scheme == "https", url?.host != nil {
                 config.spotify.accounts = v.hasSuffix("/") ? String(v.dropLast()) : v
+            } else if scheme == "http", url?.host != nil {
+                // The token request carries the client secret (HTTP Basic) and
+                // returns bearer tokens: never over plain HTTP.
+                bag.error(spotify.valueLocation("accounts"),
+                          "`spotify.accounts` must be an https:// URL: the token request sends the client secret, which must not travel in clear; write `https://\(v.dropFirst("http://".count))`")
             } else {
-                bag.error(spotify.valueLocation("accounts"), "`accounts` must be an http(s) URL such as https://accounts.spotify.com, not `\(v)`")
+                bag.error(spotify.valueLocation("accounts"), "`spotify.accounts` must be an https:// URL such as https://accounts.spotify.com, not `\(v)`")
             }
         }
         if let v = spotify.duration("token_timeout", allowZero: false) { config.spotify.tokenTimeout = v }

@@ -8,14 +8,16 @@ struct PolicyCompiler {
     let config: PinproxyConfig
 
     func compile(_ specs: [HostPolicySpec], into bag: DiagnosticBag) -> [HostPolicy] {
-        specs.compactMap { spec in
-            guard let context = buildContext(spec, into: bag) else { return nil }
+        // One system store (and one per `ca_file`) for the whole set, not one per host.
+        let trustStores = TrustStoreCache()
+        return specs.compactMap { spec in
+            guard let context = buildContext(spec, trustStores: trustStores, into: bag) else { return nil }
             let session = spec.auth.flatMap { config.spotify.sessions[$0.spotifySession] }
             return HostPolicy(spec: spec, tlsContext: context, spotifySession: session)
         }
     }
 
-    private func buildContext(_ spec: HostPolicySpec, into bag: DiagnosticBag) -> TLSContext? {
+    private func buildContext(_ spec: HostPolicySpec, trustStores: TrustStoreCache, into bag: DiagnosticBag) -> TLSContext? {
         let tls = spec.tls
         var chain: [Certificate] = []
         var key: PrivateKey?
@@ -47,7 +49,7 @@ struct PolicyCompiler {
             configuration.privateKey = nil
         }
         do {
-            let context = try TLSContext(configuration: configuration)
+            let context = try TLSContext(configuration: configuration, trustStores: trustStores)
             return failed ? nil : context
         } catch {
             bag.error(locate(error, spec: spec), Self.reason(error))

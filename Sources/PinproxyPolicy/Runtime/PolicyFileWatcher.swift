@@ -4,10 +4,11 @@ import PinproxyTLS
 import ServiceLifecycle
 
 /// Polls the main file and the policy files and reloads when their content
-/// changes (DESIGN §3, §10: live within 5 s). Polling content digests rather
-/// than using inotify: it works the same on every file system, including
-/// Kubernetes ConfigMap mounts that swap a symlink, and an edit within the
-/// same second that keeps the size still counts.
+/// changes and has settled (live within 5 s: two polls and a reload).
+/// Polling rather than inotify: it works the same on every file system,
+/// including Kubernetes ConfigMap mounts that swap a symlink. A file still
+/// being written is not read for a reload until two successive polls see it
+/// unchanged (`SettledChange`).
 public struct PolicyFileWatcher: Service {
     public let store: PolicyStore
     public let interval: Duration
@@ -20,7 +21,7 @@ public struct PolicyFileWatcher: Service {
     }
 
     public func run() async throws {
-        var last = fingerprint()
+        var change = SettledChange(applied: fingerprint())
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {
                 try await Task.sleep(for: interval)
@@ -28,18 +29,23 @@ public struct PolicyFileWatcher: Service {
                 return
             }
             let current = fingerprint()
-            guard current != last else { continue }
-            last = current
-            logger.info("policy files changed; reloading")
-            store.reload(trigger: .fileChange)
-            // The reload may have named other files (a new `policies` path).
-            last = fingerprint()
+            switch change.poll(current) {
+            case .unchanged:
+                continue
+            case .settling:
+                logger.debug("policy files changed; waiting for them to settle")
+            case .reload:
+                logger.info("policy files changed; reloading")
+                store.reload(trigger: .fileChange)
+                // The reload may have named other files (a new `policies` path).
+                change.reloaded(current, after: fingerprint())
+            }
         }
     }
 
-    /// Path → SHA-256 of the content (nil when unreadable) for the main file,
-    /// the current policies path's files, and the files the last load read.
-    func fingerprint() -> [String: [UInt8]?] {
+    /// Every watched path and its state: the main file, the current
+    /// policies path's files, and the files the last load read.
+    func fingerprint() -> SettledChange.Files {
         let snapshot = store.snapshot
         var paths = Set(snapshot.files)
         if let main = store.loader.resolvedConfigFile { paths.insert(main) }
@@ -47,9 +53,9 @@ public struct PolicyFileWatcher: Service {
         for file in PolicyFileLoader.files(at: snapshot.config.policiesPath, location: .embeddedDefaults, into: scratch) ?? [] {
             paths.insert(file)
         }
-        var result: [String: [UInt8]?] = [:]
+        var result: SettledChange.Files = [:]
         for path in paths {
-            result[path] = FileManager.default.contents(atPath: path).map { SHA256Digest.hash([UInt8]($0)) }
+            result.updateValue(WatchedFile.read(path), forKey: path)
         }
         return result
     }

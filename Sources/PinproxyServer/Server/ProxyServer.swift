@@ -17,6 +17,8 @@ public final class ProxyServer: Service, Sendable {
     let registry = ConnectionRegistry()
     /// The active pin probes; run it as a service of its own beside this one.
     public let probes: PinProbes
+    /// Whether the listener is failing to accept (for `/readyz`).
+    public let acceptHealth = AcceptHealth()
     /// Told the bound address once listening (tests bind port 0).
     let onListening: @Sendable (SocketAddress) -> Void
     /// Told when a graceful shutdown starts: the listener is closing and the
@@ -72,12 +74,17 @@ public final class ProxyServer: Service, Sendable {
         let limits = config.limits
         let services = self.services
         let registry = self.registry
+        let acceptHealth = self.acceptHealth
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(AcceptLimiter(limit: limits.maxClientConnections))
+                    try channel.pipeline.syncOperations.addHandlers([
+                        AcceptLimiter(limit: limits.maxClientConnections),
+                        AcceptErrorMonitor(health: acceptHealth, logger: services.logger),
+                        AcceptBackoffHandler(shouldForwardIOErrorCaught: false),
+                    ])
                 }
             }
             .childChannelOption(.autoRead, value: false)
