@@ -25,33 +25,26 @@ struct RunCommand: AsyncParsableCommand {
             standardError("pinproxy run: config file \(config) does not exist")
             throw ExitCode(2)
         }
+        // Load without logging: `log.format` is only known once the main file
+        // is read, and a `Logger` made before the bootstrap below would write
+        // swift-log's default text to stderr for the rest of the process.
         let loader = PolicyLoader(configFile: config)
-        let store: PolicyStore
-        switch PolicyStore.load(loader) {
-        case .failure(let failure):
-            failure.diagnostics.forEach { standardError($0.description) }
+        let loaded = loader.load()
+        guard let initial = loaded.snapshot else {
+            loaded.errors.forEach { standardError($0.description) }
             standardError("pinproxy run: the configuration is invalid; nothing was started")
             throw ExitCode(1)
-        case .success(let loaded):
-            store = loaded
         }
-        let settings = store.snapshot.config
+        let settings = initial.config
         if settings.concurrency > 0 {
             // Before anything creates the shared event-loop group.
             NIOSingletons.groupLoopCountSuggestion = settings.concurrency
         }
-        LoggingSystem.bootstrap { label in
-            switch settings.log.format {
-            case .json: return JSONLogHandler(label: label, level: settings.log.level)
-            case .text:
-                var handler = StreamLogHandler.standardOutput(label: label)
-                handler.logLevel = settings.log.level
-                return handler
-            }
-        }
+        LogFormatBootstrap.bootstrap(settings.log)
         let logger = Logger(label: "pinproxy")
-        for warning in store.snapshot.warnings {
-            logger.warning("\(warning.message)", metadata: ["at": "\(warning.location)"])
+        let store = PolicyStore(loader: loader, initial: initial)
+        for warning in initial.warnings {
+            logger.warning("\(warning.message)", metadata: warning.logMetadata)
         }
 
         let ca: CertificateAuthority
