@@ -71,4 +71,29 @@ struct PinTimelineTests {
         let later = [Pin(hash: Fixture.pin(1), notBefore: now + 2 * day), Pin(hash: Fixture.pin(2))]
         #expect(PinTimeline.findings(pins: later, now: now, horizon: .seconds(30 * 86400)).map(\.kind) == [.noBackup])
     }
+
+    // The end of pinned coverage (`pin_expiry_timestamp_seconds`): pins handing
+    // over to each other without a gap count as one stretch.
+    @Test func coverageFollowsAStagedRotationToItsEnd() {
+        let now = Fixture.now
+        let t = Fixture.date("2026-12-10", bound: .end)
+        let a = Pin(hash: Fixture.pin(1), notAfter: t)
+        let b = Pin(hash: Fixture.pin(2), notBefore: Fixture.date("2026-12-11"), notAfter: Fixture.date("2027-06-01", bound: .end))
+        #expect(PinTimeline.coverage(pins: [a, b], now: now) == .until(Fixture.date("2027-06-01", bound: .end)))
+        // After A is gone, B alone.
+        #expect(PinTimeline.coverage(pins: [a, b], now: t.addingTimeInterval(1)) == .until(Fixture.date("2027-06-01", bound: .end)))
+        // A one-day gap ends coverage at A's end.
+        let late = Pin(hash: Fixture.pin(2), notBefore: Fixture.date("2026-12-12"), notAfter: Fixture.date("2027-06-01", bound: .end))
+        #expect(PinTimeline.coverage(pins: [a, late], now: now) == .until(t))
+        // Nothing active now: none, even with a pin to come.
+        #expect(PinTimeline.coverage(pins: [late], now: now) == .none)
+        // An undated pin reached without a gap: unbounded; one beyond a gap is not reached.
+        let open = Pin(hash: Fixture.pin(3), notBefore: Fixture.date("2026-12-11"))
+        #expect(PinTimeline.coverage(pins: [a, open], now: now) == .unbounded)
+        let openLate = Pin(hash: Fixture.pin(3), notBefore: Fixture.date("2026-12-12"))
+        #expect(PinTimeline.coverage(pins: [a, openLate], now: now) == .until(t))
+        // The longest of overlapping pins, whatever their order.
+        let short = Pin(hash: Fixture.pin(4), notAfter: Fixture.date("2026-12-01", bound: .end))
+        #expect(PinTimeline.coverage(pins: [b, short, a], now: now) == .until(Fixture.date("2027-06-01", bound: .end)))
+    }
 }
