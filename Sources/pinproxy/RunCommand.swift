@@ -87,7 +87,9 @@ struct RunCommand: AsyncParsableCommand {
         let admin = AdminServer(
             listen: settings.admin.listen, store: store, metrics: metrics,
             providers: .init(readiness: { readiness.status }, readinessDetails: { sessions.readinessDetails }, probe: { pattern in
-                proxy.probes.result(for: pattern).map { ProbeStatus(success: $0.success, at: $0.at, leafNotAfter: $0.leafNotAfter) }
+                proxy.probes.result(for: pattern).map {
+                    ProbeStatus(success: $0.success, at: $0.at, leafNotAfter: $0.leafNotAfter, verdict: $0.verdict, error: $0.error, detail: $0.detail)
+                }
             }))
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: proxy),
