@@ -26,9 +26,8 @@ enum TLSCipherValidation {
                 let probe = element.hasPrefix("+") ? String(element.dropFirst()) : element
                 OpenSSLErrorQueue.clear()
                 if SSL_CTX_set_cipher_list(ctx, probe) != 1 {
-                    // OpenSSL's own reason here is only "no cipher match": the sentence says it.
-                    OpenSSLErrorQueue.clear()
-                    throw TLSError.configuration("cipher string element \"\(element)\" matches no cipher OpenSSL knows")
+                    let reason = OpenSSLErrorQueue.drainReason(or: "no cipher match")
+                    throw TLSError.configuration("cipher string element \"\(element)\" matches no cipher OpenSSL knows (\(reason))")
                 }
             }
             OpenSSLErrorQueue.clear()

@@ -101,7 +101,7 @@ struct BrokenConfigTests {
               - match: a.example.com
                 tls:
                   ciphers: "ECDHE+AESGCM:NOPE"
-            """, expected: ["policies/p.yaml:4:16: error: tls.ciphers: cipher string element \"NOPE\" matches no cipher OpenSSL knows"]),
+            """, expected: ["policies/p.yaml:4:16: error: tls.ciphers: cipher string element \"NOPE\" matches no cipher OpenSSL knows (error:0A0000B9:SSL routines::no cipher match)"]),
         Case(name: "unknown TLS 1.3 ciphersuite", policy: """
             hosts:
               - match: a.example.com
