@@ -96,7 +96,9 @@ struct ClientExamplesTests {
 
         /// Runs an example; checks it printed the upstream's answer and that
         /// pinproxy logged the exchange with a pin match.
-        func expectUpstreamAnswer(_ executable: String, _ arguments: [String], requestsBefore: Int) throws {
+        func expectUpstreamAnswer(_ executable: String, _ arguments: [String], requestsBefore: Int,
+                                  extraEnvironment: [String: String] = [:]) throws {
+            let environment = self.environment.merging(extraEnvironment) { $1 }
             let (status, out, err) = try ChildProcess.runSeparately(executable, arguments, environment: environment, timeout: 120)
             #expect(status == 0, "\(arguments.last ?? executable) exited \(status): \(err)")
             #expect(out.contains("hello from upstream"), "stdout: \(out)\nstderr: \(err)")
@@ -125,6 +127,16 @@ struct ClientExamplesTests {
     func node() async throws {
         let s = try await Self.setup.value
         try s.expectUpstreamAnswer("node", [Repository.path("examples/clients/node.js")], requestsBefore: s.proxy.accessLog.count)
+    }
+
+    /// Many machines set NODE_EXTRA_CA_CERTS already (a corporate CA): the
+    /// example must still trust PINPROXY_CA.
+    @Test(.enabled(if: Repository.which("node") != nil, "node is not installed"))
+    func nodeWithNodeExtraCACertsAlreadySet() async throws {
+        let s = try await Self.setup.value
+        let corporate = try s.dir.write("corporate-ca.pem", try String(contentsOfFile: s.upstreamRoot, encoding: .utf8))
+        try s.expectUpstreamAnswer("node", [Repository.path("examples/clients/node.js")], requestsBefore: s.proxy.accessLog.count,
+                                   extraEnvironment: ["NODE_EXTRA_CA_CERTS": corporate])
     }
 
     @Test(.enabled(if: Repository.which("java") != nil && Repository.which("keytool") != nil, "java/keytool are not installed"))
