@@ -94,11 +94,14 @@ public final class PinProbes: Service, Sendable {
         let services = self.services
         services.connector.connect(plan, on: loop).whenComplete { result in
             let outcome: ProbeResult
+            // A mismatch is counted whoever saw it; other verdicts stay about users.
+            var mismatch: PinVerdict?
             switch result {
             case .success(let connection):
                 let evaluation = connection.pinEvaluation
                 var detail: String?
                 if case .mismatchReported(let reason) = evaluation?.verdict {
+                    mismatch = evaluation?.verdict
                     detail = "no active pin matches the verified chain (\(reason.rawValue)); observed (leaf to root): "
                         + (evaluation?.observedPins.joined(separator: ", ") ?? "")
                 }
@@ -107,6 +110,7 @@ public final class PinProbes: Service, Sendable {
                 connection.close()
             case .failure(let error):
                 let refusal = UpstreamConnector.refusal(for: error, host: pattern)
+                if refusal.code == .pinMismatch { mismatch = .mismatchEnforced }
                 outcome = ProbeResult(success: false, at: Date(), leafNotAfter: nil, verdict: Self.verdict(refusedWith: refusal.code),
                                       error: refusal.code.rawValue, detail: refusal.description)
                 services.logger.error("pin probe failed", metadata: [
@@ -116,8 +120,8 @@ public final class PinProbes: Service, Sendable {
             self.results.withLockedValue { $0[pattern] = outcome }
             self.schedule.withLockedValue { $0[pattern]?.running = false }
             services.instrumentation.probe(policy: policy, success: outcome.success)
-            if let verdict = outcome.verdict, verdict.hasPrefix("mismatch_") {
-                services.instrumentation.pinValidation(policy: policy, result: verdict)
+            if let mismatch {
+                services.instrumentation.pinValidation(policy: policy, result: mismatch.metricLabel)
             }
         }
     }
