@@ -28,8 +28,11 @@ RUN swift package resolve
 COPY Sources ./Sources
 COPY Tests ./Tests
 COPY Benchmarks ./Benchmarks
+# `pinproxy --version` names this commit (.git is not in the build context):
+#   docker build --build-arg PINPROXY_COMMIT="$(git describe --always --dirty)" -t pinproxy .
+ARG PINPROXY_COMMIT=""
 RUN --mount=type=cache,target=/src/.build \
-    swift build -c release --product pinproxy --static-swift-stdlib \
+    PINPROXY_COMMIT="${PINPROXY_COMMIT}" swift build -c release --product pinproxy --static-swift-stdlib \
  && install -D -m 0755 "$(swift build -c release --show-bin-path)/pinproxy" /staging/pinproxy
 
 # ---- runtime ----------------------------------------------------------------

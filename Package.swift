@@ -1,6 +1,15 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+// The commit `pinproxy --version` reports, from the environment of the build
+// (`scripts/build-release` and the Dockerfile set it from git). SwiftPM keys
+// its manifest cache on the environment, so a new value is picked up; read
+// nothing from .git here, as that would go stale without re-evaluation.
+// Only commit-like characters, since it becomes a C string literal.
+let buildCommit = String((Context.environment["PINPROXY_COMMIT"] ?? "").filter {
+    $0.isLetter || $0.isNumber || "-._+".contains($0)
+}.prefix(64))
+
 let package = Package(
     name: "pinproxy",
     platforms: [.macOS(.v14)],
@@ -23,6 +32,11 @@ let package = Package(
             name: "COpenSSL",
             pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]
+        ),
+        // The build's commit, as a C define (see buildCommit above).
+        .target(
+            name: "CPinproxyBuildInfo",
+            cSettings: buildCommit.isEmpty ? [] : [.define("PINPROXY_COMMIT", to: "\"\(buildCommit)\"")]
         ),
         // OpenSSL contexts, the NIO TLS handler, SPKI hashing, the interception CA and leaf minting,
         // and the crypto and encodings the other modules need (AES-256-GCM, random bytes, SHA-256,
@@ -109,6 +123,7 @@ let package = Package(
         .executableTarget(
             name: "pinproxy",
             dependencies: [
+                "CPinproxyBuildInfo",
                 "PinproxyTLS",
                 "PinproxyPolicy",
                 "PinproxyServer",

@@ -68,7 +68,7 @@ extension MetricFamily {
         labels: ["session"])
     static let pinExpiry = MetricFamily(
         name: "pin_expiry_timestamp_seconds",
-        help: "Latest not_after among the active pins of a policy; 0 when none is active, +Inf when one never expires.",
+        help: "End of pinned coverage: the last moment up to which some pin of the policy stays active without a gap; 0 when none is active now, +Inf when coverage reaches a pin without not_after.",
         labels: ["host"])
     static let upstreamCertExpiry = MetricFamily(
         name: "upstream_cert_expiry_timestamp_seconds", help: "notAfter of the upstream leaf certificate last seen.",

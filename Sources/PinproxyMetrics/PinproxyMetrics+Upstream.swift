@@ -52,7 +52,7 @@ extension PinproxyMetrics {
         gauge(.probeSuccess, host.value).set(to: success ? 1 : 0)
     }
 
-    /// The latest `not_after` among the active pins of `host`.
+    /// The end of pinned coverage of `host` (see `PinSetExpiry`).
     public func pinExpiry(host: HostLabel, _ expiry: PinSetExpiry) {
         let value: Double
         switch expiry {
@@ -69,23 +69,26 @@ extension PinproxyMetrics {
     }
 }
 
-/// What `pin_expiry_timestamp_seconds` says about one policy's pins.
+/// What `pin_expiry_timestamp_seconds` says about one policy's pins: the end
+/// of pinned coverage, the last moment up to which some pin stays active
+/// without a gap (what `check`'s timeline walks), not the latest `not_after`
+/// among the pins active now: a staged rotation (A until T, B from T) covers
+/// past T, and an alert on T alone would be a false alarm.
 public enum PinSetExpiry: Sendable, Hashable {
     /// No pin is active now: exported as 0, so an expiry alert fires at once.
     case noActivePin
-    /// The latest `not_after` among the active pins.
+    /// Coverage ends at this instant.
     case at(Date)
-    /// An active pin has no `not_after`: exported as +Inf.
+    /// Coverage reaches a pin with no `not_after`: it never ends, exported
+    /// as +Inf (an expiry alert never fires). Only a pin written without
+    /// `not_after` can cause it.
     case never
 
     public init(_ pins: PinPolicy, now: Date) {
-        let active = pins.activePins(at: now)
-        if active.isEmpty {
-            self = .noActivePin
-        } else if active.contains(where: { $0.notAfter == nil }) {
-            self = .never
-        } else {
-            self = .at(active.compactMap(\.notAfter).max()!)
+        switch PinTimeline.coverage(pins: pins.pins, now: now) {
+        case .none: self = .noActivePin
+        case .until(let end): self = .at(end)
+        case .unbounded: self = .never
         }
     }
 }

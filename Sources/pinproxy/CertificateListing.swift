@@ -10,7 +10,7 @@ enum CertificateListing {
     }
 
     /// `sha256/BASE64  subject=…  issuer=…  not_after=RFC3339`, one line a certificate,
-    /// or a YAML list ready to paste under `spki_sha256:`.
+    /// or a YAML list ready to paste under `spki_sha256:` (pin, not_after, note).
     static func render(_ certificates: [Certificate], format: Format) -> String {
         switch format {
         case .text:
@@ -18,8 +18,10 @@ enum CertificateListing {
                 "sha256/\(c.spkiSHA256)  subject=\(c.subject)  issuer=\(c.issuer)  not_after=\(rfc3339(c.notAfter))"
             }.joined(separator: "\n") + "\n"
         case .yaml:
+            // `not_after` is the certificate's own: a pin must not outlive the key it names.
             return certificates.map { c in
-                "- pin: \"\(c.spkiSHA256)\"\n  note: \(yamlQuoted("\(c.subject), expires \(rfc3339(c.notAfter))"))"
+                "- pin: \"\(c.spkiSHA256)\"\n  not_after: \(rfc3339(c.notAfter))\n"
+                    + "  note: \(yamlQuoted("\(c.subject), expires \(rfc3339(c.notAfter))"))"
             }.joined(separator: "\n") + "\n"
         }
     }

@@ -42,7 +42,7 @@ enum ChainFetcher {
             channel.close(promise: nil)
         }
         let info = try await handshake.futureResult.get()
-        return Result(info: info, address: channel.remoteAddress?.description ?? "\(host):\(port)")
+        return Result(info: info, address: channel.remoteAddress.map(ConnectFailure.address) ?? "\(host):\(port)")
     }
 
     private final class HandshakeWaiter: ChannelInboundHandler {

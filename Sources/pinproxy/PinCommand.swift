@@ -7,10 +7,12 @@ struct PinCommand: AsyncParsableCommand {
         commandName: "pin",
         abstract: "Print the SPKI pin (sha256/BASE64) of certificates in PEM files or of a live server's chain.",
         discussion: """
-        Files: every certificate in each file, one line each.
+        Files: every certificate in each file, one line each (--format yaml for a list to paste).
         --connect: handshake to HOST[:PORT] (default port 443) and print every certificate of the
-        chain the server sent, leaf first. The chain is shown even if it does not verify; the
-        verification result goes to standard error.
+        chain the server sent, leaf first, as YAML ready to paste under spki_sha256 (--format text
+        for one line each). The chain is shown even if it does not verify; the verification result
+        goes to standard error. Exit status: 0 the chain verified, 1 no chain (the connection or the
+        handshake failed), 2 the chain was printed but does not verify.
         """)
 
     @Argument(help: "PEM files holding certificates.")
@@ -25,11 +27,11 @@ struct PinCommand: AsyncParsableCommand {
     @Option(name: .customLong("ca-file"), help: "Verify against this PEM trust store instead of the system's.")
     var caFile: String?
 
-    @Option(name: .long, help: "text (one line a certificate) or yaml (a spki_sha256 list to paste).")
-    var format: String = "text"
+    @Option(name: .long, help: "text (one line a certificate) or yaml (a spki_sha256 list to paste). Default: text for files, yaml for --connect.")
+    var format: String?
 
     func validate() throws {
-        guard CertificateListing.Format(rawValue: format) != nil else {
+        if let format, CertificateListing.Format(rawValue: format) == nil {
             throw ValidationError("--format must be text or yaml, not \(format)")
         }
         if connect == nil && files.isEmpty {
@@ -41,11 +43,11 @@ struct PinCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let format = CertificateListing.Format(rawValue: format)!
         if let connect {
-            try await printLiveChain(connect, format: format)
+            try await printLiveChain(connect, format: format.flatMap(CertificateListing.Format.init) ?? .yaml)
             return
         }
+        let format = format.flatMap(CertificateListing.Format.init) ?? .text
         var failed = false
         for file in files {
             do {
@@ -60,22 +62,25 @@ struct PinCommand: AsyncParsableCommand {
 
     private func printLiveChain(_ target: String, format: CertificateListing.Format) async throws {
         let (host, port) = try HostPort.parse(target, defaultPort: 443)
+        let serverName = servername ?? host
         let trust: TLSConfiguration.TrustRoots = caFile.map { .file($0) } ?? .system
+        let result: ChainFetcher.Result
         do {
-            let result = try await ChainFetcher.fetch(host: host, port: port, serverName: servername ?? host, trust: trust)
-            let info = result.info
-            if format == .yaml {
-                print("# chain sent by \(target) (\(result.address)), \(info.versionName) \(info.cipher)")
-            }
-            print(CertificateListing.render(info.sentChain, format: format), terminator: "")
-            if info.verified {
-                standardError("verification: ok (\(info.peerChain.count) certificates to a trusted root)")
-            } else {
-                standardError("verification: FAILED: \(info.verifyResult) — pinproxy would refuse this chain (verify_failed) unless the policy's ca_file trusts it")
-            }
+            result = try await ChainFetcher.fetch(host: host, port: port, serverName: serverName, trust: trust)
         } catch {
-            standardError("pinproxy pin: \(target): \(Self.reason(error))")
+            standardError("pinproxy pin: \(target): \(ConnectFailure.describe(error, host: host, port: port))")
             throw ExitCode(1)
+        }
+        let info = result.info
+        if format == .yaml {
+            print("# chain sent by \(target) (\(result.address)), \(info.versionName) \(info.cipher)")
+        }
+        print(CertificateListing.render(info.sentChain, format: format), terminator: "")
+        if info.verified {
+            standardError("verification: ok (\(info.peerChain.count) certificates to a trusted root)")
+        } else {
+            standardError("verification: FAILED: \(info.verifyResult) — \(VerifyHint.hint(info.verifyResult, serverName: serverName))")
+            throw ExitCode(2)
         }
     }
 

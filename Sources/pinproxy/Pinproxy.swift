@@ -2,11 +2,11 @@ import ArgumentParser
 
 @main
 struct Pinproxy: AsyncParsableCommand {
-    static let version = "0.1.0"
+    static let version = VersionText.release
 
     static let configuration = CommandConfiguration(
         commandName: "pinproxy",
         abstract: "A configuration-driven pinning egress proxy.",
-        version: version,
+        version: VersionText.text,
         subcommands: [RunCommand.self, CheckCommand.self, PinCommand.self, CACommand.self, SpotifyCommand.self])
 }

@@ -25,10 +25,13 @@ struct RunCommand: AsyncParsableCommand {
             standardError("pinproxy run: config file \(config) does not exist")
             throw ExitCode(2)
         }
+        // Load without logging: `log.format` is only known once the main file
+        // is read, and a `Logger` made before the bootstrap below would write
+        // swift-log's default text to stderr for the rest of the process.
         let loader = PolicyLoader(configFile: config)
-        let first = loader.load()
-        guard let initial = first.snapshot else {
-            first.diagnostics.forEach { standardError($0.description) }
+        let loaded = loader.load()
+        guard let initial = loaded.snapshot else {
+            loaded.errors.forEach { standardError($0.description) }
             standardError("pinproxy run: the configuration is invalid; nothing was started")
             throw ExitCode(1)
         }
@@ -37,15 +40,7 @@ struct RunCommand: AsyncParsableCommand {
             // Before anything creates the shared event-loop group.
             NIOSingletons.groupLoopCountSuggestion = settings.concurrency
         }
-        LoggingSystem.bootstrap { label in
-            switch settings.log.format {
-            case .json: return JSONLogHandler(label: label, level: settings.log.level)
-            case .text:
-                var handler = StreamLogHandler.standardOutput(label: label)
-                handler.logLevel = settings.log.level
-                return handler
-            }
-        }
+        LogFormatBootstrap.bootstrap(settings.log)
         let logger = Logger(label: "pinproxy")
         // Made after the bootstrap, so its reload lines take the configured format too.
         let store = PolicyStore(loader: loader, initial: initial)
@@ -59,8 +54,8 @@ struct RunCommand: AsyncParsableCommand {
                 logger.info("open files limit", metadata: metadata)
             }
         }
-        for warning in store.snapshot.warnings {
-            logger.warning("\(warning.message)", metadata: ["at": "\(warning.location)"])
+        for warning in initial.warnings {
+            logger.warning("\(warning.message)", metadata: warning.logMetadata)
         }
 
         let ca: CertificateAuthority
@@ -111,7 +106,9 @@ struct RunCommand: AsyncParsableCommand {
                 let accept = proxy.acceptHealth.recentFailure().map { ["the proxy listener cannot accept connections: \($0.reason)"] } ?? []
                 return accept + sessions.readinessDetails
             }, probe: { pattern in
-                proxy.probes.result(for: pattern).map { ProbeStatus(success: $0.success, at: $0.at, leafNotAfter: $0.leafNotAfter) }
+                proxy.probes.result(for: pattern).map {
+                    ProbeStatus(success: $0.success, at: $0.at, leafNotAfter: $0.leafNotAfter, verdict: $0.verdict, error: $0.error, detail: $0.detail)
+                }
             }))
         // A graceful shutdown stops services in reverse order: the proxy, last
         // here, first (its listener closes at once, then it drains), and the

@@ -35,32 +35,91 @@ struct CLITests {
         #expect(rows[0].hasPrefix(try TestPKI.opensslSPKIPin(pki.leafCertificate) + " | CN=localhost, expires 20"))
     }
 
-    @Test func pinConnectPrintsTheChainTheServerSent() throws {
+    @Test func pinConnectPrintsYAMLReadyToPasteAndTextOnRequest() throws {
         let dir = try TemporaryDirectory()
         let pki = try TestPKI.make(in: dir, keyType: .rsa)
         let server = try OpenSSLServer(directory: dir, certificate: pki.leafCertificate, key: pki.leafKey, chain: pki.intermediateCertificate)
         defer { server.stop() }
-        let (status, out, err) = try PinproxyBinary.run([
-            "pin", "--connect", "127.0.0.1:\(server.port)", "--servername", "localhost", "--ca-file", pki.rootCertificate,
-        ])
+        let target = "127.0.0.1:\(server.port)"
+        let (status, out, err) = try PinproxyBinary.run(["pin", "--connect", target, "--servername", "localhost", "--ca-file", pki.rootCertificate])
         #expect(status == 0, "\(err)")
-        let pins = out.split(separator: "\n").map { String($0.prefix { $0 != " " }) }
-        #expect(pins == (try [pki.leafCertificate, pki.intermediateCertificate].map { "sha256/" + (try TestPKI.opensslSPKIPin($0)) }))
         #expect(err.contains("verification: ok (3 certificates to a trusted root)"))
+        // The header is the one the runbook shows: target, (address), version and cipher.
+        let header = try #require(out.split(separator: "\n").first.map(String.init))
+        #expect(header.hasPrefix("# chain sent by \(target) (\(target)), TLSv1.3 TLS_"), "\(header)")
+        #expect(Self.headerShape(header))
+        let runbook = try String(contentsOfFile: Repository.path("docs/pin-rotation.md"), encoding: .utf8)
+        let example = try #require(runbook.split(separator: "\n").first { $0.hasPrefix("# chain sent by ") })
+        #expect(Self.headerShape(String(example)), "docs/pin-rotation.md's example: \(example)")
 
-        // Without the right trust store the chain is still shown, and the failure said.
-        let untrusted = try PinproxyBinary.run(["pin", "--connect", "127.0.0.1:\(server.port)", "--servername", "localhost", "--format", "yaml"])
-        #expect(untrusted.status == 0)
+        // Pasted under spki_sha256 it parses, with each certificate's own notAfter.
+        let yamlFile = try dir.write("pins.yaml", "spki_sha256:\n" + out.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n") + "\n")
+        let parsed = try ChildProcess.check("python3", ["-c", """
+            import yaml, sys
+            for entry in yaml.safe_load(open(sys.argv[1]))["spki_sha256"]:
+                print(entry["pin"], str(entry["not_after"]).replace("+00:00", "Z").replace(" ", "T"), entry["note"], sep="|")
+            """, yamlFile])
+        let rows = parsed.split(separator: "\n").map { $0.split(separator: "|").map(String.init) }
+        let certificates = [pki.leafCertificate, pki.intermediateCertificate]
+        #expect(rows.map { $0[0] } == (try certificates.map(TestPKI.opensslSPKIPin)))
+        for (row, certificate) in zip(rows, certificates) {
+            #expect(row[1] == (try Self.opensslNotAfter(certificate)), "\(row)")
+            #expect(row[2].contains(", expires 20"))
+        }
+        // … and pinproxy itself accepts it as a policy's pins.
+        try dir.write("etc/pinproxy.yaml", "policies: policies\n")
+        let pasted = out.split(separator: "\n").map { "        " + $0 }.joined(separator: "\n")
+        try dir.write("etc/policies/p.yaml", "hosts:\n  - match: localhost\n    upgrade_to_tls: true\n    pins:\n      spki_sha256:\n\(pasted)\n")
+        let check = try PinproxyBinary.run(["check", "--config", dir.file("etc/pinproxy.yaml")])
+        #expect(check.status == 0, "\(check.stdout)\(check.stderr)")
+
+        // --format text: the one-line form, no header.
+        let text = try PinproxyBinary.run(["pin", "--connect", target, "--servername", "localhost", "--ca-file", pki.rootCertificate, "--format", "text"])
+        #expect(text.status == 0)
+        let pins = text.stdout.split(separator: "\n").map { String($0.prefix { $0 != " " }) }
+        #expect(pins == (try certificates.map { "sha256/" + (try TestPKI.opensslSPKIPin($0)) }))
+    }
+
+    @Test func pinConnectFailsWhenTheChainDoesNotVerifyAndSaysWhatCanFixIt() throws {
+        let dir = try TemporaryDirectory()
+        let pki = try TestPKI.make(in: dir, keyType: .rsa)
+        let server = try OpenSSLServer(directory: dir, certificate: pki.leafCertificate, key: pki.leafKey, chain: pki.intermediateCertificate)
+        defer { server.stop() }
+        // Not trusted: the chain is still shown; a ca_file could fix it.
+        let untrusted = try PinproxyBinary.run(["pin", "--connect", "127.0.0.1:\(server.port)", "--servername", "localhost"])
+        #expect(untrusted.status == 2)
         #expect(untrusted.stdout.components(separatedBy: "- pin: ").count == 3)
         #expect(untrusted.stderr.contains("verification: FAILED: unable to get local issuer certificate"))
+        #expect(untrusted.stderr.contains("ca_file"))
+        // The wrong name: no trust store fixes that, and the hint must not say one would.
+        let wrongName = try PinproxyBinary.run([
+            "pin", "--connect", "127.0.0.1:\(server.port)", "--servername", "other.example", "--ca-file", pki.rootCertificate,
+        ])
+        #expect(wrongName.status == 2)
+        #expect(wrongName.stderr.contains("verification: FAILED: hostname mismatch"), "\(wrongName.stderr)")
+        #expect(wrongName.stderr.contains("not valid for other.example"))
+        #expect(!wrongName.stderr.contains("ca_file"))
+    }
+
+    /// `# chain sent by TARGET (ADDRESS:PORT), TLSv1.x CIPHER`.
+    static func headerShape(_ line: String) -> Bool {
+        line.range(of: #"^# chain sent by \S+ \((\d+\.\d+\.\d+\.\d+|\[[0-9a-f:]+\]):\d+\), TLSv1\.[23] [A-Z0-9_-]+$"#, options: .regularExpression) != nil
+    }
+
+    /// The certificate's notAfter as RFC 3339 UTC, from the openssl CLI.
+    static func opensslNotAfter(_ certificate: String) throws -> String {
+        let text = try ChildProcess.check("openssl", ["x509", "-in", certificate, "-noout", "-enddate", "-dateopt", "iso_8601"])
+        // notAfter=2027-11-23 20:35:00Z
+        let value = text.trimmingCharacters(in: .whitespacesAndNewlines).replacingOccurrences(of: "notAfter=", with: "")
+        return value.replacingOccurrences(of: " ", with: "T")
     }
 
     @Test func pinConnectToNothingFailsWithAReason() throws {
         // Port 1 on loopback: nothing listens there on a test machine.
         let (status, _, err) = try PinproxyBinary.run(["pin", "--connect", "127.0.0.1:1"])
         #expect(status == 1)
-        #expect(err.contains("pinproxy pin: 127.0.0.1:1: "))
-        #expect(err.lowercased().contains("refused"))
+        #expect(err.contains("pinproxy pin: 127.0.0.1:1: cannot connect: 127.0.0.1:1 connection refused"), "\(err)")
+        #expect(!err.contains("SingleConnectionFailure"))
     }
 
     @Test func caInitShowAndExport() throws {

@@ -96,7 +96,9 @@ struct ClientExamplesTests {
 
         /// Runs an example; checks it printed the upstream's answer and that
         /// pinproxy logged the exchange with a pin match.
-        func expectUpstreamAnswer(_ executable: String, _ arguments: [String], requestsBefore: Int) throws {
+        func expectUpstreamAnswer(_ executable: String, _ arguments: [String], requestsBefore: Int,
+                                  extraEnvironment: [String: String] = [:]) throws {
+            let environment = self.environment.merging(extraEnvironment) { $1 }
             let (status, out, err) = try ChildProcess.runSeparately(executable, arguments, environment: environment, timeout: 120)
             #expect(status == 0, "\(arguments.last ?? executable) exited \(status): \(err)")
             #expect(out.contains("hello from upstream"), "stdout: \(out)\nstderr: \(err)")
@@ -125,6 +127,16 @@ struct ClientExamplesTests {
     func node() async throws {
         let s = try await Self.setup.value
         try s.expectUpstreamAnswer("node", [Repository.path("examples/clients/node.js")], requestsBefore: s.proxy.accessLog.count)
+    }
+
+    /// Many machines set NODE_EXTRA_CA_CERTS already (a corporate CA): the
+    /// example must still trust PINPROXY_CA.
+    @Test(.enabled(if: Repository.which("node") != nil, "node is not installed"))
+    func nodeWithNodeExtraCACertsAlreadySet() async throws {
+        let s = try await Self.setup.value
+        let corporate = try s.dir.write("corporate-ca.pem", try String(contentsOfFile: s.upstreamRoot, encoding: .utf8))
+        try s.expectUpstreamAnswer("node", [Repository.path("examples/clients/node.js")], requestsBefore: s.proxy.accessLog.count,
+                                   extraEnvironment: ["NODE_EXTRA_CA_CERTS": corporate])
     }
 
     @Test(.enabled(if: Repository.which("java") != nil && Repository.which("keytool") != nil, "java/keytool are not installed"))
@@ -265,10 +277,55 @@ struct ShippedFilesTests {
                 try root.write("etc/pinproxy/" + (item["path"] as? String ?? key), content)
             }
         }
+        // Without the (optional) Spotify Secret there is no SPOTIFY_CLIENT_ID: the pods must still start.
+        var environment = Repository.cleanEnvironment([:])
+        environment["SPOTIFY_CLIENT_ID"] = nil
         let (status, out, err) = try PinproxyBinary.run(
             ["check", "--strict", "--config", root.file("etc/pinproxy/pinproxy.yaml")], currentDirectory: root.path,
-            environment: Repository.cleanEnvironment(["SPOTIFY_CLIENT_ID": "example-client-id"]))
+            environment: environment)
         #expect(status == 0, "\(out)\(err)")
+    }
+
+    /// The Spotify Secret is optional, replicas are spread, the ServiceMonitor
+    /// carries the label kube-prometheus-stack selects on, images are tagged
+    /// with the release.
+    @Test func theKubernetesManifestsAreReadyForARealCluster() throws {
+        let deployment = try Kubernetes.deployment()
+        let pod = Kubernetes.podSpec(deployment)
+        let containers = (pod["containers"] as? [[String: Any]] ?? []) + (pod["initContainers"] as? [[String: Any]] ?? [])
+        for container in containers {
+            for variable in container["env"] as? [[String: Any]] ?? [] {
+                guard let reference = (variable["valueFrom"] as? [String: Any])?["secretKeyRef"] as? [String: Any],
+                      reference["name"] as? String == "pinproxy-spotify" else { continue }
+                #expect(reference["optional"] as? Bool == true, "\(variable["name"] ?? "")")
+            }
+        }
+        let spotify = try #require(Kubernetes.volume(deployment, "spotify")?["secret"] as? [String: Any])
+        #expect(spotify["optional"] as? Bool == true)
+
+        let podLabels = ((deployment["spec"] as? [String: Any])?["template"] as? [String: Any]).flatMap {
+            ($0["metadata"] as? [String: Any])?["labels"] as? [String: String]
+        } ?? [:]
+        let spread = pod["topologySpreadConstraints"] as? [[String: Any]] ?? []
+        #expect(Set(spread.compactMap { $0["topologyKey"] as? String }) == ["kubernetes.io/hostname", "topology.kubernetes.io/zone"])
+        for constraint in spread {
+            let selector = (constraint["labelSelector"] as? [String: Any])?["matchLabels"] as? [String: String] ?? [:]
+            #expect(!selector.isEmpty && selector.allSatisfy { podLabels[$0.key] == $0.value })
+        }
+
+        let release = try #require(try PinproxyBinary.run(["--version"]).stdout.split(separator: "\n").first?.split(separator: " ").last)
+        for container in containers {
+            let image = container["image"] as? String ?? ""
+            #expect(image.hasSuffix(":\(release)"), "\(image)")
+        }
+        let kustomization = try Repository.yamlDocument(Repository.path("examples/kubernetes/kustomization.yaml"))
+        let images = kustomization["images"] as? [[String: Any]] ?? []
+        #expect(!images.isEmpty && images.allSatisfy { "\($0["newTag"] ?? "")" == release })
+
+        let monitor = try Repository.yamlDocument(Repository.path("examples/kubernetes/servicemonitor.yaml"))
+        let labels = (monitor["metadata"] as? [String: Any])?["labels"] as? [String: String] ?? [:]
+        #expect(labels["release"]?.isEmpty == false)
+        #expect(try Repository.text("examples/kubernetes/README.md").contains("release:"))
     }
 
     @Test func theKubernetesPoliciesCarryTheShippedPins() throws {

@@ -132,6 +132,9 @@ extension MetricsEndToEndTests {
         let rotated = try pki.makeLeaf(named: "rotated", names: ["probe.test"])
         try upstream.swapCertificate(chainFile: rotated.chain, keyFile: rotated.key)
         #expect(try waitFor(0), "a probe within an interval sees the new key")
+        let scrape = try PrometheusText(parsing: try Curl.run("\(admin)/metrics", proxyURL: nil, caFile: nil, directory: dir).body)
+        #expect(scrape.value("pinproxy_pin_validations_total", ["host": "probe.test", "result": "mismatch_enforced"]) ?? 0 >= 1,
+                "the probe's mismatch is counted, so the mismatch alert fires without traffic")
         #expect(proxy.log.contains("pin probe failed"))
         #expect(proxy.log.contains("sha256/\(try TestPKI.opensslSPKIPin(rotated.certificate))"), "the failure names the observed pins")
         #expect(proxy.accessLog.isEmpty, "no client traffic was involved")
@@ -140,5 +143,7 @@ extension MetricsEndToEndTests {
         let host = try #require((document["hosts"] as? [[String: Any]])?.first)
         let probe = try #require(host["probe"] as? [String: Any])
         #expect(probe["success"] as? Bool == false)
+        #expect(probe["verdict"] as? String == "mismatch_enforced")
+        #expect(probe["error"] as? String == "pin_mismatch")
     }
 }

@@ -50,8 +50,9 @@ struct AdminEndpointTests {
             // The server made the metrics observe the store: the host's series exist at 0.
             #expect(text.value("pinproxy_upstream_handshakes_total", ["host": "api.example.com", "result": "ok"]) == 0)
             #expect(text.value("pinproxy_bytes_total", ["host": "**.cdn.example.com", "direction": "up"]) == 0)
-            #expect(text.value("pinproxy_pin_expiry_timestamp_seconds", ["host": "api.example.com"])
-                == DateText.parse("2027-03-01", bound: .end)!.timeIntervalSince1970)
+            // Coverage: pin 2 until 2027-03-01 hands over to the undated cert pin
+            // (from 2027-01-01) without a gap, so it never ends.
+            #expect(text.value("pinproxy_pin_expiry_timestamp_seconds", ["host": "api.example.com"]) == .infinity)
         }
     }
 
@@ -93,7 +94,8 @@ struct AdminEndpointTests {
         let probeAt = DateText.parse("2026-11-22T11:50:00Z", bound: .start)!
         let leafNotAfter = DateText.parse("2027-02-10T23:59:59Z", bound: .start)!
         let providers = AdminServer.Providers(readiness: Self.ready.readiness, probe: { pattern in
-            pattern == "api.example.com" ? ProbeStatus(success: true, at: probeAt, leafNotAfter: leafNotAfter) : nil
+            pattern == "api.example.com"
+                ? ProbeStatus(success: true, at: probeAt, leafNotAfter: leafNotAfter, verdict: "match") : nil
         })
         try await withAdminServer(store: store, providers: providers) { client in
             let answer = try await client.get("/policies")
@@ -110,7 +112,9 @@ struct AdminEndpointTests {
             let hosts = try #require(json["hosts"] as? [[String: Any]])
             #expect(hosts.map { $0["match"] as? String } == ["api.example.com", "**.cdn.example.com"])
             for host in hosts {
-                #expect(Set(host.keys) == ["match", "action", "file", "digest", "pins", "timeline_warning", "probe"])
+                #expect(Set(host.keys) == [
+                    "match", "action", "file", "digest", "upstream", "upgrade_to_tls", "tls", "enforcement", "pins", "timeline_warning", "probe",
+                ])
             }
             let api = hosts[0]
             #expect(api["action"] as? String == "intercept")
@@ -121,7 +125,7 @@ struct AdminEndpointTests {
             let pins = try #require(api["pins"] as? [[String: Any]])
             #expect(pins.count == 3)
             for pin in pins {
-                #expect(Set(pin.keys) == ["kind", "pin", "not_before", "not_after", "active"])
+                #expect(Set(pin.keys) == ["kind", "pin", "not_before", "not_after", "active", "note"])
             }
             #expect(pins.map { $0["kind"] as? String } == ["spki_sha256", "spki_sha256", "cert_sha256"])
             #expect(pins.map { $0["pin"] as? String } == [AdminFixture.pin(1), AdminFixture.pin(2), AdminFixture.pin(3)])
@@ -137,13 +141,15 @@ struct AdminEndpointTests {
             #expect(probe["success"] as? Bool == true)
             #expect(probe["at"] as? String == "2026-11-22T11:50:00Z")
             #expect(probe["leaf_not_after"] as? String == "2027-02-10T23:59:59Z")
+            #expect(probe["verdict"] as? String == "match")
+            #expect(probe["error"] is NSNull)
 
             let cdn = hosts[1]
             #expect(cdn["action"] as? String == "tunnel")
             #expect((cdn["pins"] as? [Any])?.isEmpty == true)
             #expect(cdn["timeline_warning"] is NSNull)
             let noProbe = try #require(cdn["probe"] as? [String: Any])
-            #expect(Set(noProbe.keys) == ["success", "at", "leaf_not_after"])
+            #expect(Set(noProbe.keys) == ["success", "at", "leaf_not_after", "verdict", "error", "detail"])
             #expect(noProbe.values.allSatisfy { $0 is NSNull })
         }
     }

@@ -181,13 +181,24 @@ struct MetricsScenarioTests {
     }
 
     @Test(arguments: [
-        // (pins, expected value): none active → 0; an open-ended pin → +Inf; else the latest not_after.
+        // (pins, expected value): none active → 0; coverage reaching an undated pin → +Inf; else where coverage ends.
         ("[{pin: \"\(MetricsFixture.pin(1))\", not_after: 2026-01-01}]", 0.0),
         ("[{pin: \"\(MetricsFixture.pin(1))\", not_after: 2027-01-01}, {pin: \"\(MetricsFixture.pin(2))\"}]", Double.infinity),
         ("[{pin: \"\(MetricsFixture.pin(1))\", not_after: 2027-01-01}, {pin: \"\(MetricsFixture.pin(2))\", not_after: 2026-01-01}]",
          DateText.parse("2027-01-01", bound: .end)!.timeIntervalSince1970),
+        // A staged rotation (A until T, B from T): coverage runs on to B's end, not T.
+        ("[{pin: \"\(MetricsFixture.pin(1))\", not_after: 2027-01-10}, {pin: \"\(MetricsFixture.pin(2))\", not_before: 2027-01-10, not_after: 2028-01-01}]",
+         DateText.parse("2028-01-01", bound: .end)!.timeIntervalSince1970),
+        // B starts the day after A's last: still no gap.
+        ("[{pin: \"\(MetricsFixture.pin(1))\", not_after: 2027-01-10}, {pin: \"\(MetricsFixture.pin(2))\", not_before: 2027-01-11, not_after: 2028-01-01}]",
+         DateText.parse("2028-01-01", bound: .end)!.timeIntervalSince1970),
+        // A gap of a day: coverage ends with A.
+        ("[{pin: \"\(MetricsFixture.pin(1))\", not_after: 2027-01-10}, {pin: \"\(MetricsFixture.pin(2))\", not_before: 2027-01-12, not_after: 2028-01-01}]",
+         DateText.parse("2027-01-10", bound: .end)!.timeIntervalSince1970),
+        // Handing over to an undated pin: coverage never ends.
+        ("[{pin: \"\(MetricsFixture.pin(1))\", not_after: 2027-01-10}, {pin: \"\(MetricsFixture.pin(2))\", not_before: 2027-01-10}]", Double.infinity),
     ])
-    func pinExpiryFollowsTheActivePins(pins: String, expected: Double) throws {
+    func pinExpiryIsTheEndOfPinnedCoverage(pins: String, expected: Double) throws {
         let fixture = try MetricsFixture(main: "policies: policies\n", policies: """
             hosts:
               - match: api.example.com

@@ -101,14 +101,31 @@ struct BrokenConfigTests {
               - match: a.example.com
                 tls:
                   ciphers: "ECDHE+AESGCM:NOPE"
-            """, expected: ["policies/p.yaml:4:16: error: cipher string element \"NOPE\" matches no cipher OpenSSL knows (error:0A0000B9:SSL routines::no cipher match)"]),
+            """, expected: ["policies/p.yaml:4:16: error: tls.ciphers: cipher string element \"NOPE\" matches no cipher OpenSSL knows (error:0A0000B9:SSL routines::no cipher match)"]),
         Case(name: "unknown TLS 1.3 ciphersuite", policy: """
             hosts:
               - match: a.example.com
                 tls:
                   ciphers: "ECDHE+AESGCM"
                   ciphersuites: "TLS_AES_128_GCM_SHA256:tls_aes_256_gcm_sha384"
-            """, expected: ["policies/p.yaml:5:21: error: unknown TLS 1.3 ciphersuite \"tls_aes_256_gcm_sha384\" (did you mean TLS_AES_256_GCM_SHA384?)"]),
+            """, expected: ["policies/p.yaml:5:21: error: tls.ciphersuites: unknown TLS 1.3 ciphersuite \"tls_aes_256_gcm_sha384\" (did you mean TLS_AES_256_GCM_SHA384?)"]),
+        // Messages from a lower layer (OpenSSL, the file system) start with the key they are about.
+        Case(name: "trust file that cannot be read", policy: """
+            hosts:
+              - match: a.example.com
+                tls:
+                  ca_file: missing.pem
+            """, expected: ["policies/p.yaml:4:16: error: tls.ca_file: cannot read policies/missing.pem: no such file"]),
+        Case(name: "client certificate and key that cannot be read", policy: """
+            hosts:
+              - match: a.example.com
+                tls:
+                  client_cert: cert.pem
+                  client_key: key.pem
+            """, expected: [
+                "policies/p.yaml:4:20: error: tls.client_cert: cannot read policies/cert.pem: no such file",
+                "policies/p.yaml:5:19: error: tls.client_key: cannot read policies/key.pem: no such file",
+            ]),
         Case(name: "unset ${VAR}", main: mainWithSession, policy: "hosts: []\n",
              expected: ["pinproxy.yaml:6:22: error: environment variable `SECRET` is not set (referenced as `${SECRET}`)"]),
         Case(name: "unknown Spotify session", main: mainWithSession, policy: """
@@ -161,25 +178,26 @@ struct BrokenConfigTests {
         let tree = try ConfigTree(policies: ["p.yaml": """
             hosts:
               - match: a.example.com
+                action: tunnel
                 tls: {min_version: "1.1", allow_legacy_tls: true}
             """])
         let result = tree.loader().load()
         #expect(result.snapshot != nil)
         #expect(tree.rendered(result.warnings) == [
-            "policies/p.yaml:3:24: warning: TLS 1.1 is below 1.2: the upstream leg may negotiate a legacy protocol",
+            "policies/p.yaml:4:24: warning: TLS 1.1 is below 1.2: the upstream leg may negotiate a legacy protocol",
         ])
         #expect(CheckReport(diagnostics: result.diagnostics).isValid)
         let strict = CheckReport(diagnostics: result.diagnostics, strict: true, relativeTo: tree.root)
         #expect(!strict.isValid)
         #expect(strict.errors.map(\.severity) == [.error])
         #expect(strict.text == """
-            policies/p.yaml:3:24: error: TLS 1.1 is below 1.2: the upstream leg may negotiate a legacy protocol
+            policies/p.yaml:4:24: error: TLS 1.1 is below 1.2: the upstream leg may negotiate a legacy protocol
             configuration invalid (1 error, 0 warnings)
 
             """)
         let relative = CheckReport(diagnostics: result.diagnostics, relativeTo: tree.root)
         #expect(relative.json == """
-            {"valid": true, "errors": [], "warnings": [{"file": "policies/p.yaml", "line": 3, "column": 24, \
+            {"valid": true, "errors": [], "warnings": [{"file": "policies/p.yaml", "line": 4, "column": 24, \
             "message": "TLS 1.1 is below 1.2: the upstream leg may negotiate a legacy protocol"}]}
 
             """)
@@ -189,13 +207,14 @@ struct BrokenConfigTests {
         let tree = try ConfigTree(policies: ["p.yaml": """
             hosts:
               - match: a.example.com
+                upgrade_to_tls: true
                 pins:
                   spki_sha256: [{pin: "\(Fixture.pin(1))"}, {pin: "\(Fixture.pin(2))"}]
                   transition: {from: 2026-10-01, until: 2026-10-31}
             """])
         let result = tree.loader().load()
         #expect(tree.rendered(result.diagnostics) == [
-            "policies/p.yaml:5:45: warning: transition window of `a.example.com` ended 2026-10-31T23:59:59Z: mismatches are enforced again; remove it",
+            "policies/p.yaml:6:45: warning: transition window of `a.example.com` ended 2026-10-31T23:59:59Z: mismatches are enforced again; remove it",
         ])
     }
 

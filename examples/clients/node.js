@@ -1,11 +1,14 @@
 #!/usr/bin/env node
 // One call through pinproxy with Node's built-in https module (no packages).
 //
-// Trust step: Node reads extra CAs only at start-up, from NODE_EXTRA_CA_CERTS:
-//   NODE_EXTRA_CA_CERTS=state/ca.pem node node.js
-// They are added to Node's bundled roots (the system store is not used).
-// This script re-executes itself with NODE_EXTRA_CA_CERTS=$PINPROXY_CA when it
-// is not set, so it runs as is.
+// Trust step: an unmodified app adds pinproxy's CA with NODE_EXTRA_CA_CERTS,
+// read once at start-up and added to Node's bundled roots (the system store
+// is not used):
+//   NODE_EXTRA_CA_CERTS=state/ca.pem node app.js
+// That variable holds one file, and is often set already (a corporate CA);
+// then it has to name a bundle holding both. This script does not depend on
+// it: it passes Node's bundled roots plus $PINPROXY_CA to the TLS connection
+// itself, so it works whatever NODE_EXTRA_CA_CERTS says.
 //
 // Proxy step: Node's https module ignores HTTPS_PROXY unless the runtime is
 // told to honour it (NODE_USE_ENV_PROXY=1 on the Node releases that have it);
@@ -14,19 +17,14 @@
 const http = require('node:http');
 const https = require('node:https');
 const tls = require('node:tls');
-const { spawnSync } = require('node:child_process');
+const fs = require('node:fs');
 
 const PINPROXY = process.env.PINPROXY || 'http://127.0.0.1:8080';
 const PINPROXY_CA = process.env.PINPROXY_CA || 'state/ca.pem';
 const API_URL = process.env.API_URL || 'https://api.spotify.com/v1/markets';
 
-if (!process.env.NODE_EXTRA_CA_CERTS) {
-  const child = spawnSync(process.execPath, process.argv.slice(1), {
-    stdio: 'inherit',
-    env: { ...process.env, NODE_EXTRA_CA_CERTS: PINPROXY_CA },
-  });
-  process.exit(child.status === null ? 1 : child.status);
-}
+// Giving `ca` replaces Node's defaults, so the bundled roots are kept explicitly.
+const ca = [...tls.rootCertificates, fs.readFileSync(PINPROXY_CA, 'utf8')];
 
 const proxy = new URL(PINPROXY);
 const target = new URL(API_URL);
@@ -46,8 +44,8 @@ connect.on('connect', (res, socket) => {
     process.exit(1);
   }
   const request = https.request(API_URL, {
-    // TLS inside the tunnel, verified against Node's roots plus NODE_EXTRA_CA_CERTS.
-    createConnection: () => tls.connect({ socket, servername: target.hostname }),
+    // TLS inside the tunnel, verified against Node's roots plus pinproxy's CA.
+    createConnection: () => tls.connect({ socket, servername: target.hostname, ca }),
     // Without an agent Node would assume port 80 and send `Host: name:80`;
     // pinproxy answers 421 to a Host that is not the CONNECT host and port.
     defaultPort: 443,

@@ -1,3 +1,5 @@
+import Logging
+
 /// One problem found while loading or validating configuration. `check`
 /// prints them all at once, `reload` returns them, and a failed start logs
 /// them: nobody fixes one typo per restart.
@@ -78,4 +80,12 @@ final class DiagnosticBag {
     }
 
     var hasErrors: Bool { all.hasErrors }
+}
+
+extension Diagnostic {
+    /// The place as separate log fields, so a log search can find every line
+    /// about one file (`file`, `line`, `column`).
+    public var logMetadata: Logger.Metadata {
+        ["file": "\(location.file)", "line": .stringConvertible(location.line), "column": .stringConvertible(location.column)]
+    }
 }

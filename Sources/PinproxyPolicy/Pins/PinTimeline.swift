@@ -47,4 +47,33 @@ public enum PinTimeline {
         if let outage { result.append(outage) }
         return result
     }
+
+    /// How far ahead the pins cover without a gap.
+    public enum Coverage: Sendable, Hashable {
+        /// No pin is active at `now`.
+        case none
+        /// Some pin is active at every moment from `now` up to this instant, and none just after it.
+        case until(Date)
+        /// A pin without `not_after` is reached without a gap: coverage does not end.
+        case unbounded
+    }
+
+    /// The end of pinned coverage from `now`: follows the active pins forward,
+    /// each end handing over to whichever pins are active just after it (a
+    /// pin starting within a millisecond of another's end counts as seamless,
+    /// as `findings` counts it), until a moment with no active pin.
+    public static func coverage(pins: [Pin], now: Date) -> Coverage {
+        var moment = now
+        var covered: Date?
+        // Each step reaches a strictly later `not_after`, so it ends within pins.count + 1 steps.
+        for _ in 0...pins.count {
+            let active = pins.filter { $0.isActive(at: moment) }
+            if active.isEmpty { break }
+            if active.contains(where: { $0.notAfter == nil }) { return .unbounded }
+            let end = active.compactMap(\.notAfter).max()!
+            covered = end
+            moment = end.addingTimeInterval(0.001)
+        }
+        return covered.map { .until($0) } ?? .none
+    }
 }

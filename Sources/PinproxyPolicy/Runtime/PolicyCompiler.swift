@@ -3,7 +3,8 @@ import PinproxyTLS
 /// Builds each policy's upstream `TLSContext`, which is where OpenSSL judges
 /// cipher strings, trust files and client keys. A failure is pinned to the
 /// key that caused it by retrying the pieces alone: a bad `ciphers` line is
-/// reported at `ciphers`, not at the policy.
+/// reported at `ciphers`, not at the policy, and its message starts with the
+/// key (`tls.ciphers: …`), since OpenSSL's own words never name it.
 struct PolicyCompiler {
     let config: PinproxyConfig
 
@@ -24,13 +25,13 @@ struct PolicyCompiler {
         var failed = false
         if let path = tls.clientCertificate {
             do { chain = try Certificate.loadPEM(file: path) } catch {
-                bag.error(spec.sourceMap["tls.client_cert"], "client certificate: \(Self.reason(error))")
+                bag.error(spec.sourceMap["tls.client_cert"], "tls.client_cert: \(Self.reason(error))")
                 failed = true
             }
         }
         if let path = tls.clientKey {
             do { key = try PrivateKey(pemFile: path) } catch {
-                bag.error(spec.sourceMap["tls.client_key"], "client key: \(Self.reason(error))")
+                bag.error(spec.sourceMap["tls.client_key"], "tls.client_key: \(Self.reason(error))")
                 failed = true
             }
         }
@@ -52,30 +53,31 @@ struct PolicyCompiler {
             let context = try TLSContext(configuration: configuration, trustStores: trustStores)
             return failed ? nil : context
         } catch {
-            bag.error(locate(error, spec: spec), Self.reason(error))
+            let key = culprit(spec)
+            bag.error(spec.sourceMap[key], "\(key): \(Self.reason(error))")
             return nil
         }
     }
 
-    /// Which key broke the context: each suspect is tried on its own.
-    private func locate(_ error: Error, spec: HostPolicySpec) -> SourceLocation {
+    /// Which key broke the context (its dotted path): each suspect is tried on its own.
+    private func culprit(_ spec: HostPolicySpec) -> String {
         let tls = spec.tls
         func fails(_ configuration: TLSConfiguration) -> Bool {
             (try? TLSContext(configuration: configuration)) == nil
         }
         if let ciphers = tls.ciphers, fails(TLSConfiguration(role: .client, cipherList: ciphers)) {
-            return spec.sourceMap["tls.ciphers"]
+            return "tls.ciphers"
         }
         if let suites = tls.ciphersuites, fails(TLSConfiguration(role: .client, cipherSuites: suites)) {
-            return spec.sourceMap["tls.ciphersuites"]
+            return "tls.ciphersuites"
         }
         if let caFile = tls.caFile, fails(TLSConfiguration(role: .client, trustRoots: .file(caFile))) {
-            return spec.sourceMap["tls.ca_file"]
+            return "tls.ca_file"
         }
         if tls.clientCertificate != nil {
-            return spec.sourceMap["tls.client_key"]
+            return "tls.client_key"
         }
-        return spec.sourceMap["tls"]
+        return "tls"
     }
 
     static func reason(_ error: Error) -> String {

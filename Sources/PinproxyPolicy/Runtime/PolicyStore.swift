@@ -76,7 +76,7 @@ public final class PolicyStore: Sendable {
         let result = loader.load()
         guard let snapshot = result.snapshot else { return .failure(PolicyLoadFailure(diagnostics: result.diagnostics)) }
         for warning in result.warnings {
-            logger.warning("\(warning.message)", metadata: ["location": "\(warning.location)"])
+            logger.warning("\(warning.message)", metadata: warning.logMetadata)
         }
         return .success(PolicyStore(loader: loader, initial: snapshot, logger: logger))
     }
@@ -107,15 +107,17 @@ public final class PolicyStore: Sendable {
                     "trigger": "\(trigger.rawValue)", "hosts": "\(snapshot.policies.count)", "warnings": "\(result.warnings.count)",
                 ])
                 for warning in result.warnings {
-                    logger.warning("\(warning.message)", metadata: ["location": "\(warning.location)"])
+                    logger.warning("\(warning.message)", metadata: warning.logMetadata)
                 }
             } else {
                 outcome = .failure(errors: result.errors)
+                let files = Array(Set(result.errors.map(\.file))).sorted()
                 logger.error("policy reload failed; the previous policy keeps serving", metadata: [
-                    "trigger": "\(trigger.rawValue)", "errors": "\(result.errors.count)",
+                    "trigger": "\(trigger.rawValue)", "errors": .stringConvertible(result.errors.count),
+                    "files": .array(files.map { .string($0) }),
                 ])
                 for error in result.errors {
-                    logger.error("\(error.message)", metadata: ["location": "\(error.location)"])
+                    logger.error("\(error.message)", metadata: error.logMetadata)
                 }
             }
             let info = ReloadInfo(at: now, trigger: trigger, result: result.snapshot == nil ? .failure : .success, errors: result.errors)

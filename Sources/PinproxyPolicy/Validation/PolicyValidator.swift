@@ -17,6 +17,9 @@ struct PolicyValidator {
                 seen[spec.match.key] = spec
             }
             validateAuth(spec, into: bag)
+            if spec.action == .intercept {
+                validateEnforcement(spec, into: bag)
+            }
             if let pins = spec.pins {
                 validateWindow(spec, pins, into: bag)
                 timeline(spec, pins, into: bag)
@@ -33,6 +36,25 @@ struct PolicyValidator {
             bag.warning(spec.sourceMap["auth"], "`auth` has no effect with `action: \(spec.action.rawValue)`: only intercepted requests carry tokens")
         } else if spec.pins == nil, !auth.attachUnpinned {
             bag.warning(spec.sourceMap["auth"], "`\(spec.match.text)` has no pins, so no token will be attached: set `attach_unpinned: true` to trust the verified chain alone")
+        }
+    }
+
+    /// An intercepted host whose pins would not refuse anything: a CI gate
+    /// (`check --strict`) must see each such policy, even when it is meant.
+    private func validateEnforcement(_ spec: HostPolicySpec, into bag: DiagnosticBag) {
+        let host = "`\(spec.match.text)`"
+        guard let pins = spec.pins else {
+            bag.warning(spec.location, "\(host) is intercepted without `pins`: any certificate that verifies for the name is trusted (chain only)")
+            return
+        }
+        if pins.mode == .report {
+            bag.warning(spec.sourceMap["pins.mode"], "\(host) pins are in report mode: a mismatch is logged and counted, never refused; set `mode: enforce` once no mismatch is reported")
+        }
+        if !spec.upgradeToTLS {
+            // Absolute-form requests (`GET http://host/…` through HTTP_PROXY)
+            // never see a TLS handshake, so no pin is ever checked for them.
+            let location = spec.sourceMap.isWritten("upgrade_to_tls") ? spec.sourceMap["upgrade_to_tls"] : spec.location
+            bag.warning(location, "\(host) is pinned, but plain `http://` requests for it (through HTTP_PROXY) bypass its pins and TLS settings: set `upgrade_to_tls: true` to send them upstream over pinned TLS")
         }
     }
 

@@ -8,10 +8,19 @@ import ServiceLifecycle
 
 /// What the last active probe of a host policy found.
 public struct ProbeResult: Sendable {
+    /// The handshake passed the policy: a request would have been served.
+    /// A mismatch let through by report mode or a transition window is a
+    /// success here; `verdict` says it was one.
     public var success: Bool
     public var at: Date
     public var leafNotAfter: Date?
-    /// Why it failed (the refusal, with the observed pins for a pin failure).
+    /// The pin verdict (`pin_validations_total`'s result label), when the
+    /// handshake got as far as the pins.
+    public var verdict: String?
+    /// The refusal code when it failed.
+    public var error: String?
+    /// Why it failed (the refusal, with the observed pins for a pin failure),
+    /// or the observed pins of a reported mismatch.
     public var detail: String?
 }
 
@@ -19,8 +28,11 @@ public struct ProbeResult: Sendable {
 /// TLS handshake with the host's policy — no request — evaluated like real
 /// traffic, so a rotated certificate or pin shows before users hit it. The
 /// first probe runs right after start, then one every interval; `0` disables.
-/// Probes feed `probe_success`, the leaf's expiry and the TLS info, but not
-/// the traffic counters (handshakes, pin validations), which stay about users.
+/// Probes feed `probe_success`, the leaf's expiry and the TLS info. Of the
+/// traffic counters, which stay about users, they feed only the pin
+/// mismatches (`pin_validations_total{result="mismatch_reported"|"mismatch_enforced"}`):
+/// a mismatch is news about the upstream whoever saw it, and with no traffic
+/// the probe is the only one to see it.
 public final class PinProbes: Service, Sendable {
     private let services: ProxyServices
     private let results = NIOLockedValueBox<[String: ProbeResult]>([:])
@@ -82,13 +94,25 @@ public final class PinProbes: Service, Sendable {
         let services = self.services
         services.connector.connect(plan, on: loop).whenComplete { result in
             let outcome: ProbeResult
+            // A mismatch is counted whoever saw it; other verdicts stay about users.
+            var mismatch: PinVerdict?
             switch result {
             case .success(let connection):
-                outcome = ProbeResult(success: true, at: Date(), leafNotAfter: connection.handshake?.leafNotAfter, detail: nil)
+                let evaluation = connection.pinEvaluation
+                var detail: String?
+                if case .mismatchReported(let reason) = evaluation?.verdict {
+                    mismatch = evaluation?.verdict
+                    detail = "no active pin matches the verified chain (\(reason.rawValue)); observed (leaf to root): "
+                        + (evaluation?.observedPins.joined(separator: ", ") ?? "")
+                }
+                outcome = ProbeResult(success: true, at: Date(), leafNotAfter: connection.handshake?.leafNotAfter,
+                                      verdict: evaluation?.verdict.metricLabel, error: nil, detail: detail)
                 connection.close()
             case .failure(let error):
                 let refusal = UpstreamConnector.refusal(for: error, host: pattern)
-                outcome = ProbeResult(success: false, at: Date(), leafNotAfter: nil, detail: refusal.description)
+                if refusal.code == .pinMismatch { mismatch = .mismatchEnforced }
+                outcome = ProbeResult(success: false, at: Date(), leafNotAfter: nil, verdict: Self.verdict(refusedWith: refusal.code),
+                                      error: refusal.code.rawValue, detail: refusal.description)
                 services.logger.error("pin probe failed", metadata: [
                     "host": "\(pattern)", "file": "\(spec.file)", "error": "\(refusal.code.rawValue)", "detail": "\(refusal.detail)",
                 ])
@@ -96,6 +120,18 @@ public final class PinProbes: Service, Sendable {
             self.results.withLockedValue { $0[pattern] = outcome }
             self.schedule.withLockedValue { $0[pattern]?.running = false }
             services.instrumentation.probe(policy: policy, success: outcome.success)
+            if let mismatch {
+                services.instrumentation.pinValidation(policy: policy, result: mismatch.metricLabel)
+            }
+        }
+    }
+
+    /// The pin verdict behind a refusal, for the refusals pins cause.
+    static func verdict(refusedWith code: ProxyError.Code) -> String? {
+        switch code {
+        case .pinMismatch: return PinVerdict.mismatchEnforced.metricLabel
+        case .pinsExpired: return PinVerdict.noActivePins(.enforced).metricLabel
+        default: return nil
         }
     }
 }

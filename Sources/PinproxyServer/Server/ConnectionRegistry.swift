@@ -6,12 +6,16 @@ import NIOCore
 /// `limits.shutdown_grace`) and the `client_connections` gauge.
 final class ConnectionRegistry: Sendable {
     private let channels = NIOLockedValueBox<[ObjectIdentifier: any Channel]>([:])
+    /// Hears every change of the count, to give memory back after a burst.
+    private let memory = MemoryReturn()
 
     func add(_ channel: any Channel) {
         let id = ObjectIdentifier(channel)
-        channels.withLockedValue { $0[id] = channel }
+        let count = channels.withLockedValue { $0[id] = channel; return $0.count }
+        memory.connectionsChanged(to: count, on: channel.eventLoop)
         channel.closeFuture.whenComplete { _ in
-            self.channels.withLockedValue { _ = $0.removeValue(forKey: id) }
+            let count = self.channels.withLockedValue { _ = $0.removeValue(forKey: id); return $0.count }
+            self.memory.connectionsChanged(to: count, on: channel.eventLoop)
         }
     }
 

@@ -1,0 +1,30 @@
+import Foundation
+import PinproxyTestSupport
+import Testing
+
+/// After a burst of client connections drains, pinproxy hands the memory
+/// malloc kept back to the system (measured figures: docs/operations.md).
+@Suite("Memory after a burst")
+struct MemoryReturnTests {
+    @Test func aDrainedBurstIsFollowedByATrim() throws {
+        let proxy = try ProxyHarness(policies: "hosts: []\n")
+        let admin = "http://127.0.0.1:\(try proxy.adminPort)"
+        func open() throws -> Double? {
+            let scrape = try Curl.run("\(admin)/metrics", proxyURL: nil, caFile: nil, directory: proxy.directory)
+            return try PrometheusText(parsing: scrape.body).value("pinproxy_client_connections")
+        }
+        // Idle connections are client connections too; 300 is above the burst threshold (256).
+        var clients: [RawClient] = []
+        for _ in 0..<300 { clients.append(try RawClient(port: proxy.port)) }
+        #expect(try pollUntil(timeout: 20, every: 0.1) { try open() == 300 })
+        #expect(!proxy.log.contains("returned freed memory"), "no trim while the burst is open")
+        clients.forEach { $0.closeNow() }
+        #expect(try pollUntil(timeout: 20, every: 0.1) { try open() == 0 })
+        let line = try proxy.process.waitForOutput(timeout: 20) { output in
+            output.split(separator: "\n").first { $0.contains("returned freed memory to the system after a burst") }.map(String.init)
+        }
+        let fields = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        #expect(fields["peak_connections"] as? Int == 300)
+        #expect(fields["resident_mib_after"] is Int)
+    }
+}
