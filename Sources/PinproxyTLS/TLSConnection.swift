@@ -25,6 +25,8 @@ final class TLSConnection {
     private let outbound: OpaquePointer  // OpenSSL → network
     /// The key client sessions are stored and resumed under ("host:port").
     private let sessionKey: String?
+    /// The verified chain of the session offered for resumption, if any.
+    private var offeredSessionChain: [Certificate] = []
 
     /// Where server certificate selection stands (see `certificateCallback`).
     enum CertificateSelection {
@@ -75,7 +77,7 @@ final class TLSConnection {
                 }
             }
             if let sessionKey, let cache = context.sessionCache {
-                cache.apply(to: ssl, for: sessionKey)
+                offeredSessionChain = cache.apply(to: ssl, for: sessionKey)
             }
         case .server:
             SSL_set_accept_state(ssl)
@@ -218,13 +220,19 @@ final class TLSConnection {
         if let stack = SSL_get0_verified_chain(ssl) {
             verified = Self.certificates(in: stack)
         }
+        let resumed = SSL_session_reused(ssl) == 1
+        if resumed && verified.isEmpty {
+            // A resumed handshake verifies nothing: its chain is the one the
+            // session was verified with when it was made.
+            verified = offeredSessionChain
+        }
         return TLSHandshakeInfo(
             version: TLSVersion(openSSLName: versionName),
             versionName: versionName,
             cipher: cipher,
             applicationProtocol: alpn,
             serverName: serverName,
-            resumed: SSL_session_reused(ssl) == 1,
+            resumed: resumed,
             peerChain: verified.isEmpty ? sent : verified,
             sentChain: sent,
             verifyResult: String(cString: X509_verify_cert_error_string(verifyCode)),
@@ -271,7 +279,13 @@ final class TLSConnection {
     /// The new-session callback: keep the session for the next connection to this peer.
     func storeSession(_ session: OpaquePointer) -> Bool {
         guard let sessionKey, let cache = context.sessionCache else { return false }
-        cache.store(session, for: sessionKey)
+        var chain: [Certificate] = []
+        if let stack = SSL_get0_verified_chain(ssl) { chain = Self.certificates(in: stack) }
+        if chain.isEmpty && SSL_session_reused(ssl) == 1 { chain = offeredSessionChain }
+        guard !chain.isEmpty else {
+            return false  // no verified chain to check pins against later: not kept
+        }
+        cache.store(session, verifiedChain: chain, for: sessionKey)
         return true
     }
 }

@@ -174,10 +174,8 @@ struct PinVerdictTests {
         let first = try request("root-resumed.pin.test")
         #expect(first.status == 200, "\(first.body)")
         let second = try request("root-resumed.pin.test")
-        withKnownIssue("bug: TLSConnection.handshakeInfo (Sources/PinproxyTLS/TLSConnection.swift:218-228) falls back to the chain as sent when SSL_get0_verified_chain is empty, as it always is on a resumed session: a root pin never matches a resumed connection") {
-            #expect(second.status == 200, "\(second.body)")
-            #expect(second.pinproxyError == nil)
-        }
+        #expect(second.status == 200, "\(second.body)")
+        #expect(second.pinproxyError == nil)
     }
 
     @Test func onlyWrongPinsAreRefusedWith502AndTheObservedPins() throws {

@@ -152,9 +152,7 @@ struct ConnectHandlerTests {
         let proxy = try EmbeddedProxy()
         try proxy.send("CONNECT intercept.test:443 HTTP/1.1\r\nHost: intercept.test:443\r\n\r\n")
         let answer = try Self.connectAnswer(proxy)
-        withKnownIssue("bug: ConnectHandler.swift:139 builds the status with HTTPResponseStatus(statusCode:reasonPhrase:), which maps 200 to .ok and drops the phrase") {
-            #expect(answer.hasPrefix("HTTP/1.1 200 Connection established\r\n"), "\(answer.debugDescription)")
-        }
+        #expect(answer.hasPrefix("HTTP/1.1 200 Connection established\r\n"), "\(answer.debugDescription)")
     }
 
     /// The app sends its ClientHello in the same read as the CONNECT head: the
@@ -220,9 +218,7 @@ struct ConnectHandlerTests {
         #expect(proxy.accessLines.map { $0["status"] } == ["400"])
         #expect(proxy.accessLines.first?["error"] == "bad_request")
         #expect(proxy.recorder.denied == ["bad_request"])
-        withKnownIssue("bug: HTTPExchangeHandler.writeRefusal (HTTPExchangeHandler.swift:309) writes the refusal through NIO's HTTPResponseEncoder, which strips Content-Length and fails the body of any response to a CONNECT") {
-            #expect(responses.first?.headers["content-length"] != nil)
-            #expect((responses.first?.json?["detail"] as? String)?.contains("CONNECT inside an intercepted session") == true, "\(responses)")
-        }
+        #expect(responses.first?.headers["content-length"] != nil)
+        #expect((responses.first?.json?["detail"] as? String)?.contains("CONNECT inside an intercepted session") == true, "\(responses)")
     }
 }

@@ -191,11 +191,9 @@ struct HTTPExchangeHandlerTests {
 
         let responses = try proxy.responses()
         #expect(responses.map(\.status) == [403])
-        withKnownIssue("bug: ExchangeStateMachine.refuse (ExchangeStateMachine.swift:393) reads the framing from exchange.route, which is nil for a request refused at routing, so the drain limit never applies to it") {
-            #expect(responses.first?.headers["connection"] == "close")
-            #expect(!proxy.isOpen)
-            #expect(proxy.accessLines.count == 1)
-        }
+        #expect(responses.first?.headers["connection"] == "close")
+        #expect(!proxy.isOpen)
+        #expect(proxy.accessLines.count == 1)
     }
 
     @Test func aRefusedRequestWithASmallBodyIsReadToItsEndAndTheConnectionStays() throws {
@@ -293,9 +291,7 @@ struct HTTPExchangeHandlerTests {
         try proxy.send("POST http://denied.test/ HTTP/1.1\r\nHost: denied.test\r\nContent-Length: 10\r\n\r\nhello")
         #expect(try proxy.responses().map(\.status) == [403])
         try Self.sweep(proxy, at: .now() + .seconds(3600))
-        withKnownIssue("bug: ExchangeStateMachine.routed (ExchangeStateMachine.swift:158-160) sets no bodyDeadline when routing refuses, and the head timer is in its exchange state: nothing ever ends the connection") {
-            #expect(!proxy.isOpen)
-        }
+        #expect(!proxy.isOpen)
     }
 
     @Test func aClientOutsideTheACLGets403BeforeAnyHTTP() throws {

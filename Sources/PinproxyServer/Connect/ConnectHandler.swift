@@ -136,7 +136,7 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
         state = .establishing(request)
         var headers = HTTPHeaders()
         headers.add(name: "Via", value: Via.value)
-        let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: 200, reasonPhrase: "Connection established"), headers: headers)
+        let head = HTTPResponseHead(version: .http1_1, status: .custom(code: 200, reasonPhrase: "Connection established"), headers: headers)
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { result in
             guard case .establishing = self.state else {
@@ -170,15 +170,7 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
         state = .done
         services.instrumentation.denied(code: error.code)
         logAccess(request, status: Int(error.status.code), error: error, mode: "connect", host: request.host.isEmpty ? error.host : request.host)
-        let bytes = ByteBuffer(string: RefusalBody.raw(error))
-        guard let encoder = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self) else {
-            context.close(promise: nil)
-            return
-        }
-        let channel = context.channel
-        encoder.writeAndFlush(NIOAny(bytes)).assumeIsolated().whenComplete { _ in
-            LingeringClose.close(channel)
-        }
+        RefusalBody.writeRaw(error, context: context)
     }
 
     private func logAccess(_ request: ConnectRequest, status: Int, error: ProxyError?, mode: String,

@@ -16,6 +16,8 @@ struct Exchange {
     var policy: HostPolicy?
     /// Nil when the request was refused before it had a route.
     var route: Route?
+    /// How the request body is delimited (nil: ambiguous, and refused).
+    var framing: RequestFraming?
     /// The connection ends with this exchange (the app asked, a refusal, shutdown).
     var closeAfter: Bool
 
@@ -61,6 +63,7 @@ struct Exchange {
         self.host = decision.host
         self.policy = decision.policy
         self.closeAfter = closeAfter || decision.closeAfter
+        self.framing = decision.framing
         if case .success(let route) = decision.result {
             self.route = route
             // Kept so that a 401 can be answered by a replay with a fresh token.

@@ -85,7 +85,7 @@ extension ExchangeStateMachine {
         exchange.responseStarted = true
         if refusal.code == .badRequest { exchange.closeAfter = true }
         // An unread request body on a refused request: close rather than read it all.
-        if !exchange.requestEnded, case .length(let length)? = exchange.route?.framing, length > Self.drainLimit {
+        if !exchange.requestEnded, case .length(let length)? = exchange.framing, length > Self.drainLimit {
             exchange.closeAfter = true
         }
         if exchange.closeAfter {

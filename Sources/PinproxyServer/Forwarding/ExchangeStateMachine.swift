@@ -155,13 +155,14 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
     mutating func routed(_ head: HTTPRequestHead, _ decision: RoutingDecision, now: NIODeadline) -> Action {
         guard case .idle = state else { preconditionFailure("routed a head in state \(state)") }
         var exchange = Exchange(head: head, decision: decision, started: now, closeAfter: !head.isKeepAlive || shuttingDown)
+        if let framing = exchange.framing, framing != .none, idleTimeout > .zero {
+            // A body must keep arriving, even one that is only read to be dropped.
+            exchange.bodyDeadline = now + idleTimeout
+        }
         switch decision.result {
         case .failure(let refusal):
             return refuse(exchange, refusal, release: nil)
         case .success(let route):
-            if route.framing != .none && idleTimeout > .zero {
-                exchange.bodyDeadline = now + idleTimeout  // a body must keep arriving
-            }
             state = .acquiring(exchange)
             return .acquireUpstream(route.plan)
         }

@@ -199,6 +199,12 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             // once and close the channel, and `clientClosed` then finds the
             // exchange already accounted for (one line, one count).
             if let finished { logAccess(finished) }
+            if close, finished?.method == .CONNECT {
+                // NIO's encoder drops the body of any response to CONNECT; the
+                // refusal's JSON still goes, as bytes below the encoder.
+                RefusalBody.writeRaw(error, context: context)
+                return
+            }
             writeRefusal(error, close: close, context: context)
             if close { return }
             if finished != nil { after(next, context: context) } else { context.read() }

@@ -22,6 +22,9 @@ struct RoutingDecision {
     var result: Result<Route, ProxyError>
     /// The refusal must end the connection (ambiguous framing, a duplicate Host).
     var closeAfter = false
+    /// How the request's body is delimited, once decided: a refused request's
+    /// body is still read (or the connection closed) by it.
+    var framing: RequestFraming?
 }
 
 /// The pure part of the request path: a request head and the policies in
@@ -48,6 +51,7 @@ enum RequestRouter {
             switch RequestFraming.of(head) {
             case .success(let decided):
                 framing = decided
+                decision.framing = decided
             case .failure(let problem):
                 decision.closeAfter = true
                 throw ProxyError(.badRequest, host: nil, detail: "ambiguous message framing: \(problem.message)")

@@ -1,3 +1,4 @@
+import NIOCore
 import NIOHTTP1
 import PinproxyMetrics
 import PinproxyPolicy
@@ -61,6 +62,20 @@ enum RefusalBody {
         var text = "HTTP/1.1 \(head.status.code) \(head.status.reasonPhrase)\r\n"
         for (name, value) in head.headers { text += "\(name): \(value)\r\n" }
         return text + "\r\n" + body
+    }
+
+    /// Writes the whole refusal as bytes below the HTTP encoder, then closes
+    /// (a response to CONNECT keeps its body only this way).
+    static func writeRaw(_ error: ProxyError, context: ChannelHandlerContext) {
+        let bytes = ByteBuffer(string: raw(error))
+        guard let encoder = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self) else {
+            context.close(promise: nil)
+            return
+        }
+        let channel = context.channel
+        encoder.writeAndFlush(NIOAny(bytes)).assumeIsolated().whenComplete { _ in
+            LingeringClose.close(channel)
+        }
     }
 
     static func escape(_ text: String) -> String {
