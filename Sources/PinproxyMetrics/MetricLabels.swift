@@ -33,24 +33,6 @@ extension HostPolicy {
     public var hostLabel: HostLabel { HostLabel(self) }
 }
 
-/// `upstream_handshakes_total{result}`: how one upstream connection attempt ended.
-public enum HandshakeResult: String, Sendable, Hashable, CaseIterable {
-    case ok
-    case pinMismatch = "pin_mismatch"
-    case pinsExpired = "pins_expired"
-    case verifyFailed = "verify_failed"
-    case tlsVersion = "tls_version"
-    case tlsCipher = "tls_cipher"
-    case tlsHandshake = "tls_handshake"
-    case connectFailed = "connect_failed"
-    case timeout
-
-    /// The result for a refused pin verdict (`PinVerdict.refusalCode`).
-    public init?(refusalCode: String) {
-        self.init(rawValue: refusalCode)
-    }
-}
-
 /// `pin_validations_total{result}` (DESIGN §3, pin evaluation steps 2–5).
 public enum PinValidationResult: String, Sendable, Hashable, CaseIterable {
     case match
@@ -68,25 +50,6 @@ public enum PinValidationResult: String, Sendable, Hashable, CaseIterable {
         case .unpinned: self = .unpinned
         }
     }
-}
-
-/// `denied_total{reason}`: the refusal codes of DESIGN §4.
-public enum DenialReason: String, Sendable, Hashable, CaseIterable {
-    case clientDenied = "client_denied"
-    case hostDenied = "host_denied"
-    case ssrfBlocked = "ssrf_blocked"
-    case pinMismatch = "pin_mismatch"
-    case pinsExpired = "pins_expired"
-    case verifyFailed = "verify_failed"
-    case tlsVersion = "tls_version"
-    case tlsCipher = "tls_cipher"
-    case tlsHandshake = "tls_handshake"
-    case connectFailed = "connect_failed"
-    case upstreamTimeout = "upstream_timeout"
-    case queueTimeout = "queue_timeout"
-    case badRequest = "bad_request"
-    case hostMismatch = "host_mismatch"
-    case tokenUnavailable = "token_unavailable"
 }
 
 /// `bytes_total{direction}`: `up` is client → upstream, `down` the reverse.

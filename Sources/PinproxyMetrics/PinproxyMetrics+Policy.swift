@@ -18,7 +18,7 @@ extension PinproxyMetrics {
             let host = policy.metricLabel
             switch policy.action {
             case .intercept:
-                for result in HandshakeResult.allCases {
+                for result in UpstreamHandshakeResult.allCases {
                     counter(.upstreamHandshakes, host, result.rawValue).increment(by: Int64(0))
                 }
                 for result in PinValidationResult.allCases {

@@ -1,3 +1,4 @@
+import PinproxyPolicy
 import Foundation
 
 /// The request path: requests, refusals, connections, bytes.
@@ -11,7 +12,7 @@ extension PinproxyMetrics {
 
     /// One refusal, by its DESIGN §4 code. Count the answer itself with
     /// `requestCompleted` too.
-    public func denied(reason: DenialReason) {
+    public func denied(reason: RefusalCode) {
         counter(.denied, reason.rawValue).increment()
     }
 

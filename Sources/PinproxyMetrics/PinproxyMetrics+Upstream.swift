@@ -5,7 +5,7 @@ import PinproxyTLS
 /// The upstream leg: handshakes, pins, negotiated TLS, certificates, probes.
 extension PinproxyMetrics {
     /// One upstream connection attempt and how long connect + handshake took.
-    public func upstreamHandshake(host: HostLabel, result: HandshakeResult, duration: Duration) {
+    public func upstreamHandshake(host: HostLabel, result: UpstreamHandshakeResult, duration: Duration) {
         counter(.upstreamHandshakes, host.value, result.rawValue).increment()
         histogram(.upstreamHandshakeDuration, buckets: Buckets.handshake, host.value).record(duration)
     }

@@ -93,7 +93,7 @@ struct MetricsScenarioTests {
         let text = try PrometheusText(parsing: metrics.exposition())
         let p = "pinproxy_"
 
-        for result in HandshakeResult.allCases {
+        for result in UpstreamHandshakeResult.allCases {
             #expect(text.value(p + "upstream_handshakes_total", ["host": "api.example.com", "result": result.rawValue]) == 0)
         }
         for result in PinValidationResult.allCases {
@@ -110,7 +110,7 @@ struct MetricsScenarioTests {
         for result in TokenRefreshResult.allCases {
             #expect(text.value(p + "token_refreshes_total", ["session": "app", "result": result.rawValue]) == 0)
         }
-        for reason in DenialReason.allCases {
+        for reason in RefusalCode.allCases {
             #expect(text.value(p + "denied_total", ["reason": reason.rawValue]) == 0)
         }
         #expect(text.value(p + "policy_reloads_total", ["result": "success"]) == 0)

@@ -204,9 +204,9 @@ struct RecordingInstrumentation: ProxyInstrumentation {
         recorder.completed(policy?.metricLabel ?? "_none", status)
     }
     func denied(code: ProxyError.Code) { recorder.denied(code.rawValue) }
-    func upstreamHandshake(policy: HostPolicy?, result: String, seconds: Double) {}
+    func upstreamHandshake(policy: HostPolicy?, result: UpstreamHandshakeResult, seconds: Double) {}
     func upstreamTLS(policy: HostPolicy?, version: String, cipher: String, leafNotAfter: Date?) {}
-    func pinValidation(policy: HostPolicy?, result: String) {}
+    func pinValidation(policy: HostPolicy?, verdict: PinVerdict) {}
     func clientConnections(delta: Int) {}
     func upstreamConnections(policy: HostPolicy?, delta: Int) {}
     func bytes(policy: HostPolicy?, up: Int, down: Int) {}

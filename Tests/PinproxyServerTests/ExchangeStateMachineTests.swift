@@ -86,10 +86,10 @@ struct ExchangeStateMachineTests {
             case .readComplete:
                 action = machine.clientReadComplete(upstreamWritable: true)
             case .acquired(let reused):
-                action = machine.upstreamAcquired(upstream, reused: reused, pinVerdict: "match", address: "127.0.0.1:1",
+                action = machine.upstreamAcquired(upstream, reused: reused, pinVerdict: nil, address: "127.0.0.1:1",
                                                   authorization: .untouched, now: now)
             case .acquiredWithToken:
-                action = machine.upstreamAcquired(upstream, reused: true, pinVerdict: "match", address: "127.0.0.1:1",
+                action = machine.upstreamAcquired(upstream, reused: true, pinVerdict: nil, address: "127.0.0.1:1",
                                                   authorization: .attach(session: "app"), now: now)
             case .acquireFailed(let error):
                 action = machine.upstreamFailed(error)

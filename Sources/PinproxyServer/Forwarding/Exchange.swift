@@ -44,7 +44,7 @@ struct Exchange {
     /// The token attached (its session and generation), for a 401's invalidation.
     var token: (session: String, generation: Int)?
 
-    var pinVerdict: String?
+    var pinVerdict: PinVerdict?
     var upstreamAddress: String?
     /// The refusal sent, if any (its code is the access line's `error`).
     var error: ProxyError?

@@ -19,7 +19,7 @@ extension ExchangeStateMachine {
     }
 
     /// The pool or a dial gave a connection for the exchange being acquired.
-    mutating func upstreamAcquired(_ upstream: Upstream, reused: Bool, pinVerdict: String?, address: String,
+    mutating func upstreamAcquired(_ upstream: Upstream, reused: Bool, pinVerdict: PinVerdict?, address: String,
                                    authorization: Authorization, now: NIODeadline) -> Action {
         guard case .acquiring(var exchange) = state, var route = exchange.route else {
             return .giveBack(upstream)  // the app left, or the exchange was refused meanwhile
@@ -51,8 +51,8 @@ extension ExchangeStateMachine {
         let refusal = UpstreamConnector.refusal(for: error, host: exchange.host)
         // The access line names the verdict of a refused pin check too.
         switch refusal.code {
-        case .pinMismatch: exchange.pinVerdict = "mismatch_enforced"
-        case .pinsExpired: exchange.pinVerdict = "no_active_pins"
+        case .pinMismatch: exchange.pinVerdict = .mismatchEnforced
+        case .pinsExpired: exchange.pinVerdict = .noActivePins(.enforced)
         default: break
         }
         return refuse(exchange, refusal, release: nil)

@@ -278,7 +278,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
                         "host": "\(plan.host)", "policy": "\(plan.policy?.metricLabel ?? "_none")", "reason": "\(reason)",
                     ])
                 }
-                let action = self.machine.upstreamAcquired(connection, reused: reused, pinVerdict: verdict?.metricLabel,
+                let action = self.machine.upstreamAcquired(connection, reused: reused, pinVerdict: verdict,
                                                            address: connection.remoteAddress, authorization: decision.authorization, now: .now())
                 if case .giveBack = action {} else { connection.receiver = self }
                 self.execute(action, context: context)
@@ -330,7 +330,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         AccessRecord(
             client: clientAddress, method: exchange.method.rawValue, host: exchange.host.isEmpty ? "-" : exchange.host,
             path: exchange.target, status: status, bytesUp: exchange.bytesUp, bytesDown: exchange.bytesDown,
-            seconds: seconds, policy: exchange.policyLabel, pin: exchange.pinVerdict,
+            seconds: seconds, policy: exchange.policyLabel, pin: exchange.pinVerdict?.metricLabel,
             upstream: exchange.upstreamAddress, error: exchange.error?.code.rawValue ?? exchange.failure, mode: modeLabel
         ).log(to: services.accessLog)
     }

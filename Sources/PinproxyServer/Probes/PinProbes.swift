@@ -121,7 +121,7 @@ public final class PinProbes: Service, Sendable {
             self.schedule.withLockedValue { $0[pattern]?.running = false }
             services.instrumentation.probe(policy: policy, success: outcome.success)
             if let mismatch {
-                services.instrumentation.pinValidation(policy: policy, result: mismatch.metricLabel)
+                services.instrumentation.pinValidation(policy: policy, verdict: mismatch)
             }
         }
     }

@@ -8,7 +8,7 @@ import PinproxyTLS
 /// `X-Pinproxy-Error` header and the JSON body are all derived from it.
 public struct ProxyError: Error, Sendable, CustomStringConvertible {
     /// The contract's refusal codes (DESIGN §4), shared with the metrics' `reason` label.
-    public typealias Code = DenialReason
+    public typealias Code = RefusalCode
 
     public var code: Code
     /// Overrides the code's status (431 for an oversize head is `bad_request`).
@@ -87,7 +87,7 @@ enum Via {
     static let value = "1.1 pinproxy"
 }
 
-extension DenialReason {
+extension RefusalCode {
     /// The status a client sees for this code.
     public var status: HTTPResponseStatus {
         switch self {

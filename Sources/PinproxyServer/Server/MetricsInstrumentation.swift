@@ -18,8 +18,8 @@ public struct MetricsInstrumentation: ProxyInstrumentation {
         metrics.denied(reason: code)
     }
 
-    public func upstreamHandshake(policy: HostPolicy?, result: String, seconds: Double) {
-        metrics.upstreamHandshake(host: HostLabel(policy), result: HandshakeResult(rawValue: result) ?? .tlsHandshake, duration: .seconds(seconds))
+    public func upstreamHandshake(policy: HostPolicy?, result: UpstreamHandshakeResult, seconds: Double) {
+        metrics.upstreamHandshake(host: HostLabel(policy), result: result, duration: .seconds(seconds))
     }
 
     public func upstreamTLS(policy: HostPolicy?, version: String, cipher: String, leafNotAfter: Date?) {
@@ -27,9 +27,8 @@ public struct MetricsInstrumentation: ProxyInstrumentation {
         if let leafNotAfter { metrics.upstreamCertExpiry(host: HostLabel(policy), at: leafNotAfter) }
     }
 
-    public func pinValidation(policy: HostPolicy?, result: String) {
-        guard let value = PinValidationResult(rawValue: result) else { return }
-        metrics.pinValidation(host: HostLabel(policy), result: value)
+    public func pinValidation(policy: HostPolicy?, verdict: PinVerdict) {
+        metrics.pinValidation(host: HostLabel(policy), verdict: verdict)
     }
 
     public func clientConnections(delta: Int) {

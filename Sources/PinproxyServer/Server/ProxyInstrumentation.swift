@@ -9,9 +9,9 @@ import PinproxyPolicy
 public protocol ProxyInstrumentation: Sendable {
     func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double)
     func denied(code: ProxyError.Code)
-    func upstreamHandshake(policy: HostPolicy?, result: String, seconds: Double)
+    func upstreamHandshake(policy: HostPolicy?, result: UpstreamHandshakeResult, seconds: Double)
     func upstreamTLS(policy: HostPolicy?, version: String, cipher: String, leafNotAfter: Date?)
-    func pinValidation(policy: HostPolicy?, result: String)
+    func pinValidation(policy: HostPolicy?, verdict: PinVerdict)
     func clientConnections(delta: Int)
     func upstreamConnections(policy: HostPolicy?, delta: Int)
     func bytes(policy: HostPolicy?, up: Int, down: Int)
@@ -25,9 +25,9 @@ public struct NoInstrumentation: ProxyInstrumentation {
     public init() {}
     public func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double) {}
     public func denied(code: ProxyError.Code) {}
-    public func upstreamHandshake(policy: HostPolicy?, result: String, seconds: Double) {}
+    public func upstreamHandshake(policy: HostPolicy?, result: UpstreamHandshakeResult, seconds: Double) {}
     public func upstreamTLS(policy: HostPolicy?, version: String, cipher: String, leafNotAfter: Date?) {}
-    public func pinValidation(policy: HostPolicy?, result: String) {}
+    public func pinValidation(policy: HostPolicy?, verdict: PinVerdict) {}
     public func clientConnections(delta: Int) {}
     public func upstreamConnections(policy: HostPolicy?, delta: Int) {}
     public func bytes(policy: HostPolicy?, up: Int, down: Int) {}

@@ -111,7 +111,7 @@ final class UpstreamConnector: Sendable {
             let seconds = Double((NIODeadline.now() - started).nanoseconds) / 1e9
             switch result {
             case .success(let connection):
-                self.instrumentation.upstreamHandshake(policy: plan.policy, result: "ok", seconds: seconds)
+                self.instrumentation.upstreamHandshake(policy: plan.policy, result: .ok, seconds: seconds)
                 if let info = connection.handshake {
                     self.instrumentation.upstreamTLS(policy: plan.policy, version: info.versionName, cipher: info.cipher, leafNotAfter: info.leafNotAfter)
                 }
@@ -134,7 +134,7 @@ final class UpstreamConnector: Sendable {
             let evaluation = PinEvaluator.evaluate(chain: chain, pins: policy.spec.pins, now: clock())
             box.withLockedValue { $0 = evaluation }
             if plan.countsTraffic {
-                instrumentation.pinValidation(policy: policy, result: evaluation.verdict.metricLabel)
+                instrumentation.pinValidation(policy: policy, verdict: evaluation.verdict)
             }
             let observed = evaluation.observedPins.joined(separator: ", ")
             // A JSON array in the log, leaf to root, so tools need not split a string.
@@ -230,14 +230,10 @@ final class UpstreamConnector: Sendable {
         }
     }
 
-    static func handshakeResult(_ error: any Error) -> String {
-        guard let refusal = error as? ProxyError else { return "tls_handshake" }
-        switch refusal.code {
-        case .upstreamTimeout: return "timeout"
-        case .ssrfBlocked, .connectFailed: return "connect_failed"
-        case .pinMismatch, .pinsExpired, .verifyFailed, .tlsVersion, .tlsCipher, .tlsHandshake: return refusal.code.rawValue
-        default: return "tls_handshake"
-        }
+    /// The `upstream_handshakes_total` result of a failed attempt: its
+    /// refusal's code, mapped without a catch-all.
+    static func handshakeResult(_ error: any Error) -> UpstreamHandshakeResult {
+        UpstreamHandshakeResult(refusal: refusal(for: error, host: "").code)
     }
 
     static func describe(_ error: any Error) -> String {

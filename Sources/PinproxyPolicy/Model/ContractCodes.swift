@@ -1,0 +1,50 @@
+/// The codes the contract gives a refused request: the `X-Pinproxy-Error`
+/// header, the JSON body's `error`, the access line's `error` and the
+/// `reason` of `denied_total`. One enum in the lowest module that needs it;
+/// its raw value is the text, used only where text leaves the process.
+public enum RefusalCode: String, Sendable, Hashable, CaseIterable {
+    case clientDenied = "client_denied"
+    case hostDenied = "host_denied"
+    case ssrfBlocked = "ssrf_blocked"
+    case pinMismatch = "pin_mismatch"
+    case pinsExpired = "pins_expired"
+    case verifyFailed = "verify_failed"
+    case tlsVersion = "tls_version"
+    case tlsCipher = "tls_cipher"
+    case tlsHandshake = "tls_handshake"
+    case connectFailed = "connect_failed"
+    case upstreamTimeout = "upstream_timeout"
+    case queueTimeout = "queue_timeout"
+    case badRequest = "bad_request"
+    case hostMismatch = "host_mismatch"
+    case tokenUnavailable = "token_unavailable"
+}
+
+/// How one upstream connection attempt ended (`upstream_handshakes_total{result}`).
+public enum UpstreamHandshakeResult: String, Sendable, Hashable, CaseIterable {
+    case ok
+    case pinMismatch = "pin_mismatch"
+    case pinsExpired = "pins_expired"
+    case verifyFailed = "verify_failed"
+    case tlsVersion = "tls_version"
+    case tlsCipher = "tls_cipher"
+    case tlsHandshake = "tls_handshake"
+    case connectFailed = "connect_failed"
+    case timeout
+
+    /// The result of an attempt refused with `code`. Every code is named:
+    /// a new one cannot fall silently into `tls_handshake`.
+    public init(refusal code: RefusalCode) {
+        switch code {
+        case .pinMismatch: self = .pinMismatch
+        case .pinsExpired: self = .pinsExpired
+        case .verifyFailed: self = .verifyFailed
+        case .tlsVersion: self = .tlsVersion
+        case .tlsCipher: self = .tlsCipher
+        case .tlsHandshake: self = .tlsHandshake
+        case .upstreamTimeout, .queueTimeout: self = .timeout
+        case .ssrfBlocked, .connectFailed, .hostDenied, .clientDenied: self = .connectFailed
+        case .badRequest, .hostMismatch, .tokenUnavailable: self = .tlsHandshake
+        }
+    }
+}
