@@ -64,7 +64,7 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
-        // Spotify token sessions (DESIGN §7): cache, single-flight refresh,
+        // Spotify token sessions (docs/contract.md §7): cache, single-flight refresh,
         // backoff, the refresh-token file. No networking: the proxy supplies
         // a `TokenEndpoint` that goes through its own pinned upstream path.
         .target(
@@ -92,7 +92,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
-        // Every metric of DESIGN §6 behind one typed method each, on a
+        // Every metric of docs/contract.md §6 behind one typed method each, on a
         // swift-prometheus registry of its own (no global bootstrap).
         .target(
             name: "PinproxyMetrics",
@@ -103,7 +103,7 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
         ),
-        // The admin HTTP API (DESIGN §5): Hummingbird kept out of the proxy module.
+        // The admin HTTP API (docs/contract.md §5): Hummingbird kept out of the proxy module.
         .target(
             name: "PinproxyAdmin",
             dependencies: [

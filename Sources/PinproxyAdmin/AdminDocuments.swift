@@ -3,7 +3,7 @@ import PinproxyPolicy
 
 // The JSON the admin API answers with. Every optional is written as `null`
 // rather than left out, so a client sees the same keys whatever is unknown
-// (DESIGN §10 `/policies` shape). Dates are RFC 3339 in UTC. Nothing secret
+// (docs/contract.md §10 `/policies` shape). Dates are RFC 3339 in UTC. Nothing secret
 // is reachable from these types: they copy patterns, paths, digests and pins.
 
 /// `GET /policies`.

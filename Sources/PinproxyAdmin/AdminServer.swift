@@ -8,7 +8,7 @@ import PinproxyMetrics
 import PinproxyPolicy
 import ServiceLifecycle
 
-/// The admin HTTP API (DESIGN §5) on `admin.listen`: `/metrics`, `/healthz`,
+/// The admin HTTP API (docs/contract.md §5) on `admin.listen`: `/metrics`, `/healthz`,
 /// `/readyz`, `/policies`, `POST /reload`. A swift-service-lifecycle
 /// `Service`: run it in the process's `ServiceGroup`; graceful shutdown
 /// stops accepting and lets requests in flight finish.

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The last active probe of one policy, for `GET /policies` (DESIGN §5).
+/// The last active probe of one policy, for `GET /policies` (docs/contract.md §5).
 public struct ProbeStatus: Sendable, Hashable {
     /// The handshake passed the policy: a request would have been served.
     public var success: Bool

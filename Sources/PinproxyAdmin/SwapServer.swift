@@ -8,7 +8,7 @@ import PinproxyPolicy
 import PinproxySpotify
 import ServiceLifecycle
 
-/// The token swap listener (DESIGN §3 `spotify.swap`, §7 "Token swap"): plain
+/// The token swap listener (docs/contract.md §3 `spotify.swap`, §7 "Token swap"): plain
 /// HTTP on `spotify.swap.listen`, `POST /swap` and `POST /refresh`, per-client
 /// rate limits, `swap_requests_total{endpoint,result}`. Tokens, codes and
 /// secrets are never logged: only endpoints, statuses and outcomes.

@@ -1,6 +1,6 @@
 import Prometheus
 
-/// One metric of DESIGN §6: its name (without the `pinproxy_` prefix), help
+/// One metric of docs/contract.md §6: its name (without the `pinproxy_` prefix), help
 /// text and label names in emission order. Defined once here, so a name or a
 /// label order can never differ between two call sites (the registry treats
 /// `[(a, 1), (b, 2)]` and `[(b, 2), (a, 1)]` as different series).

@@ -1,7 +1,7 @@
 import PinproxyPolicy
 import PinproxyTLS
 
-// Label values of DESIGN §6, as closed types: a caller can only pass a value
+// Label values of docs/contract.md §6, as closed types: a caller can only pass a value
 // the contract names, so every series is bounded by configuration.
 
 /// The `host` label: a policy's `match` pattern as written, or `_none` for a
@@ -33,7 +33,7 @@ extension HostPolicy {
     public var hostLabel: HostLabel { HostLabel(self) }
 }
 
-/// `pin_validations_total{result}` (DESIGN §3, pin evaluation steps 2–5).
+/// `pin_validations_total{result}` (docs/contract.md §3, pin evaluation steps 2–5).
 public enum PinValidationResult: String, Sendable, Hashable, CaseIterable {
     case match
     case mismatchEnforced = "mismatch_enforced"
@@ -58,7 +58,7 @@ public enum TrafficDirection: String, Sendable, Hashable, CaseIterable {
     case down
 }
 
-/// `token_refreshes_total{result}` (DESIGN §10).
+/// `token_refreshes_total{result}` (docs/contract.md §10).
 public enum TokenRefreshResult: String, Sendable, Hashable, CaseIterable {
     case success
     case failure
@@ -67,13 +67,13 @@ public enum TokenRefreshResult: String, Sendable, Hashable, CaseIterable {
     case invalidGrant = "invalid_grant"
 }
 
-/// `swap_requests_total{endpoint}` (DESIGN §7, token swap).
+/// `swap_requests_total{endpoint}` (docs/contract.md §7, token swap).
 public enum SwapEndpoint: String, Sendable, Hashable, CaseIterable {
     case swap
     case refresh
 }
 
-/// `swap_requests_total{result}`. DESIGN §7 leaves the values open; these
+/// `swap_requests_total{result}`. docs/contract.md §7 leaves the values open; these
 /// follow the answers the swap backend can give.
 public enum SwapResult: String, Sendable, Hashable, CaseIterable {
     /// Spotify answered 2xx and the answer was passed on.

@@ -3,14 +3,14 @@ import Foundation
 
 /// The request path: requests, refusals, connections, bytes.
 extension PinproxyMetrics {
-    /// One answered request (refusals included, DESIGN §10): its status and
+    /// One answered request (refusals included, docs/contract.md §10): its status and
     /// the time from its head to the end of the response.
     public func requestCompleted(host: HostLabel, code: Int, duration: Duration) {
         counter(.requests, host.value, Self.statusLabel(code)).increment()
         histogram(.requestDuration, buckets: Buckets.request, host.value).record(duration)
     }
 
-    /// One refusal, by its DESIGN §4 code. Count the answer itself with
+    /// One refusal, by its docs/contract.md §4 code. Count the answer itself with
     /// `requestCompleted` too.
     public func denied(reason: RefusalCode) {
         counter(.denied, reason.rawValue).increment()

@@ -3,7 +3,7 @@ import Foundation
 import NIOConcurrencyHelpers
 import Prometheus
 
-/// Every metric of DESIGN §6, one typed method each, on a registry of its own.
+/// Every metric of docs/contract.md §6, one typed method each, on a registry of its own.
 ///
 /// Callers never spell a metric name or a label: hosts come as `HostLabel`
 /// (a policy's pattern or `_none`), results and reasons as enums, so the

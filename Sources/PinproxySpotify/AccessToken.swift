@@ -2,7 +2,7 @@ import Foundation
 
 /// A bearer token from a session's cache. Its `description`, `debugDescription`
 /// and mirror never show the value, so it can sit in a logged struct or a
-/// failing test's output without leaking (DESIGN §7).
+/// failing test's output without leaking (docs/contract.md §7).
 public struct AccessToken: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     private let value: String
     /// 1 for a session's first token, +1 for each new one. A 401 names the

@@ -4,7 +4,7 @@ import Foundation
 /// failed refresh. Pure: the session passes in the clock's time and a random
 /// source, and the tests drive these with tables.
 enum RefreshTiming {
-    /// DESIGN §10: refresh at `min(refresh_before, lifetime / 2)` before expiry.
+    /// docs/contract.md §10: refresh at `min(refresh_before, lifetime / 2)` before expiry.
     static func softDeadline(issuedAt: Date, lifetime: TimeInterval, refreshBefore: Duration) -> Date {
         let lead = min(refreshBefore.timeInterval, lifetime / 2)
         return issuedAt.addingTimeInterval(lifetime - lead)

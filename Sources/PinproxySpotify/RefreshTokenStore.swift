@@ -2,7 +2,7 @@ import Foundation
 import NIOConcurrencyHelpers
 import PinproxyPolicy
 
-/// A session's stored refresh token (DESIGN §7, §10): the raw value and a
+/// A session's stored refresh token (docs/contract.md §7, §10): the raw value and a
 /// newline in a file of mode 0600. The file is the source of truth, so a
 /// `pinproxy spotify login` that rewrites it is picked up at the next refresh;
 /// a value the store could not write is kept in memory rather than lost.
@@ -101,7 +101,7 @@ struct FileSignature: Equatable {
     }
 }
 
-/// A secret or refresh-token file: the raw value, trailing whitespace ignored (DESIGN §10).
+/// A secret or refresh-token file: the raw value, trailing whitespace ignored (docs/contract.md §10).
 enum SecretFile {
     static func read(_ path: String) -> Result<String, RefreshTokenStore.LoadError> {
         guard let data = FileManager.default.contents(atPath: path) else {

@@ -3,7 +3,7 @@ import PinproxyPolicy
 
 /// Builds a session's token request from its configuration, reading the
 /// secret file and the refresh-token file at each use so that rotated files
-/// are picked up without a reload (DESIGN §3).
+/// are picked up without a reload (docs/contract.md §3).
 struct SessionCredentials: Sendable {
     let config: SpotifySession
     let store: RefreshTokenStore?
@@ -55,7 +55,7 @@ struct SessionCredentials: Sendable {
             case .failure(.unreadable(let reason)): return .failure(.noRefreshToken("refresh token file unreadable: \(reason)"))
             }
             var form = [("grant_type", "refresh_token"), ("refresh_token", loaded.token.reveal())]
-            // PKCE clients have no secret: they name themselves in the body (DESIGN §7).
+            // PKCE clients have no secret: they name themselves in the body (docs/contract.md §7).
             if basicAuth == nil { form.append(("client_id", config.clientID)) }
             return .success(Request(form: form, basicAuth: basicAuth,
                                     refreshTokenFileModifiedAt: loaded.readFromFileModifiedAt))

@@ -20,7 +20,7 @@ public struct TokenEndpointResponse: Sendable {
 /// The accounts service's token endpoint, as the proxy reaches it. The
 /// session module never opens a socket: the proxy implements this over its
 /// own pinned upstream path, so the token call obeys the accounts host's
-/// policy like any other request (DESIGN §3 `spotify.accounts`).
+/// policy like any other request (docs/contract.md §3 `spotify.accounts`).
 public protocol TokenEndpoint: Sendable {
     /// POST {accounts}/api/token, `application/x-www-form-urlencoded`; Basic auth when given.
     /// Throws when no HTTP answer arrived (connect, TLS, timeout): a transient failure.

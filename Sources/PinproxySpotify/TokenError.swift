@@ -3,7 +3,7 @@ import Foundation
 /// Why `TokenSession.token(timeout:)` gave no token. Cases carry reasons
 /// written by this module (error codes, file paths), never a token, a secret
 /// or text from the accounts service's body. The proxy answers every one
-/// with 503 `token_unavailable` (DESIGN §4).
+/// with 503 `token_unavailable` (docs/contract.md §4).
 public enum TokenError: Error, Sendable, Equatable, CustomStringConvertible {
     /// No valid token arrived within the caller's timeout (accounts down,
     /// failing or slow; a refresh may still be under way or backing off).

@@ -1,7 +1,7 @@
 import Foundation
 import PinproxyPolicy
 
-/// The accounts service's answer, classified (DESIGN §7): on the status and
+/// The accounts service's answer, classified (docs/contract.md §7): on the status and
 /// the OAuth `error` code only, never on `error_description` text. Token
 /// values are held as `Secret`s so that printing a reply shows none of them.
 enum TokenReply: Equatable, Sendable {

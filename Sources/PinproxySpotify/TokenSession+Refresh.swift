@@ -100,7 +100,7 @@ extension TokenSession {
 
     private func granted(_ grant: TokenReply.Grant, requestedAt: Date) {
         // Rotation: the new refresh token is on disk before the new access
-        // token is used by anyone (DESIGN §7). A reply without one leaves the file alone.
+        // token is used by anyone (docs/contract.md §7). A reply without one leaves the file alone.
         if let rotated = grant.refreshToken, config.flow == .refreshToken, let store = credentials.store {
             do {
                 try store.replace(with: rotated)

@@ -4,7 +4,7 @@ import NIOConcurrencyHelpers
 import PinproxyPolicy
 
 /// One `spotify.sessions` entry: a cached access token, refreshed through a
-/// `TokenEndpoint` with one call in flight at most (DESIGN §7, §10).
+/// `TokenEndpoint` with one call in flight at most (docs/contract.md §7, §10).
 ///
 /// A class rather than an actor so that `invalidate` and `status` are
 /// synchronous for the proxy's event-loop code; all state sits behind one
@@ -44,7 +44,7 @@ public final class TokenSession: Sendable {
         }
     }
 
-    /// A valid token; waits at most `timeout` (DESIGN §10 `spotify.token_timeout`),
+    /// A valid token; waits at most `timeout` (docs/contract.md §10 `spotify.token_timeout`),
     /// then throws `TokenError.timedOut`. A still-valid token past its soft
     /// deadline is returned at once while one background refresh runs.
     /// Configuration faults (`invalidClient`, `misconfigured`,

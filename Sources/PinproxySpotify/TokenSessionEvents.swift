@@ -1,6 +1,6 @@
 import Foundation
 
-/// `token_refreshes_total{result}` values (DESIGN §10). Named apart from
+/// `token_refreshes_total{result}` values (docs/contract.md §10). Named apart from
 /// `PinproxyMetrics.TokenRefreshResult` so a module importing both compiles;
 /// the raw values are the same, so `TokenRefreshResult(rawValue:)` maps them.
 public enum TokenRefreshOutcome: String, Sendable, Hashable, CaseIterable {

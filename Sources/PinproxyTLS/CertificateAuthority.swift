@@ -2,7 +2,7 @@ import COpenSSL
 import Foundation
 import NIOConcurrencyHelpers
 
-/// pinproxy's interception CA (DESIGN §3 "Interception certificates"): ECDSA
+/// pinproxy's interception CA (docs/contract.md §3 "Interception certificates"): ECDSA
 /// P-256, ten years, key file 0600. It mints the leaves the legacy app sees:
 /// one process-wide P-256 leaf key (never the CA key), SAN = the host asked
 /// for, validity of days, SHA-256, kept in a bounded LRU cache per name.

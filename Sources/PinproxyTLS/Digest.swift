@@ -1,6 +1,6 @@
 import COpenSSL
 
-/// SHA-256 through OpenSSL's EVP interface (DESIGN §8: hashing is OpenSSL's).
+/// SHA-256 through OpenSSL's EVP interface (docs/contract.md §8: hashing is OpenSSL's).
 public enum SHA256Digest {
     public static func hash(_ bytes: [UInt8]) -> [UInt8] {
         var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))

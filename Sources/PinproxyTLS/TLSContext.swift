@@ -2,7 +2,7 @@ import COpenSSL
 import NIOConcurrencyHelpers
 
 /// One `SSL_CTX`, built once from a `TLSConfiguration` and shared by every
-/// connection of a leg (DESIGN §3: a host policy's client context is built when
+/// connection of a leg (docs/contract.md §3: a host policy's client context is built when
 /// the policy is compiled). Building it is where bad cipher strings, versions,
 /// keys and trust files are rejected, with OpenSSL's reason.
 public final class TLSContext: @unchecked Sendable {

@@ -1,7 +1,7 @@
 import COpenSSL
 
 /// Why a TLS leg failed. The handshake cases are the contract's error codes
-/// (DESIGN §4, §10); each carries OpenSSL's own reason so a log line says
+/// (docs/contract.md §4, §10); each carries OpenSSL's own reason so a log line says
 /// exactly what the library saw.
 public enum TLSError: Error, Sendable, Hashable, CustomStringConvertible {
     /// Chain or hostname verification failed (`verify_failed`).
@@ -88,7 +88,7 @@ enum OpenSSLErrorQueue {
 
 extension TLSError {
     /// Classifies a failed handshake from the verify result and the error queue
-    /// (DESIGN §10: protocol-version failures are `tls_version`, no shared cipher
+    /// (docs/contract.md §10: protocol-version failures are `tls_version`, no shared cipher
     /// is `tls_cipher`, everything else `tls_handshake`).
     ///
     /// A `handshake_failure` alert means "no shared cipher" only before the

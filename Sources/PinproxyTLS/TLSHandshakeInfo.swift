@@ -49,7 +49,7 @@ public enum TLSPeerDecision: Sendable {
     case reject(any Error & Sendable)
 }
 
-/// The step after OpenSSL's chain and hostname checks (DESIGN §3, pin evaluation).
+/// The step after OpenSSL's chain and hostname checks (docs/contract.md §3, pin evaluation).
 public typealias TLSPeerVerifier = @Sendable (TLSHandshakeInfo) -> TLSPeerDecision
 
 /// Fired through the pipeline once the handshake (and the caller's verification) is done.

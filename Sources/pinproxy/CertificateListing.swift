@@ -2,7 +2,7 @@ import Foundation
 import PinproxyPolicy
 import PinproxyTLS
 
-/// How `pin` and `ca show` print certificates (DESIGN §10).
+/// How `pin` and `ca show` print certificates (docs/contract.md §10).
 enum CertificateListing {
     enum Format: String, CaseIterable {
         case text

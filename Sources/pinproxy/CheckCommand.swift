@@ -3,7 +3,7 @@ import Foundation
 import PinproxyPolicy
 
 /// `pinproxy check`: load and validate everything a `run` would, print every
-/// problem with its location, exit 0 when valid and 1 when not (DESIGN §2).
+/// problem with its location, exit 0 when valid and 1 when not (docs/contract.md §2).
 struct CheckCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "check",

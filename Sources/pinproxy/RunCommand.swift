@@ -11,7 +11,7 @@ import PinproxySpotify
 import PinproxyTLS
 import ServiceLifecycle
 
-/// `pinproxy run`: serve until SIGTERM/SIGINT (DESIGN §2, §10).
+/// `pinproxy run`: serve until SIGTERM/SIGINT (docs/contract.md §2, §10).
 struct RunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "run",

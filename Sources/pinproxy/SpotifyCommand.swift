@@ -16,7 +16,7 @@ struct SpotifyCommand: AsyncParsableCommand {
         subcommands: [SpotifyLoginCommand.self])
 }
 
-/// `pinproxy spotify login SESSION` (DESIGN §7): authorization code with
+/// `pinproxy spotify login SESSION` (docs/contract.md §7): authorization code with
 /// PKCE S256. Prints the authorize URL, waits on the session's
 /// `redirect_uri` for the browser, exchanges the code through the accounts
 /// host's policy and pins, stores the refresh token, exits 0.

@@ -102,7 +102,7 @@ final class SessionTokenProvider: BearerTokenProvider, Sendable {
 }
 
 extension TokenSessionEvents {
-    /// Session events as metrics (DESIGN §6: refreshes, token expiry, refresh-token age).
+    /// Session events as metrics (docs/contract.md §6: refreshes, token expiry, refresh-token age).
     static func metrics(_ metrics: PinproxyMetrics) -> TokenSessionEvents {
         TokenSessionEvents(
             refreshed: { session, outcome in

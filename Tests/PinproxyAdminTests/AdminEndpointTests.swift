@@ -6,7 +6,7 @@ import PinproxyPolicy
 import PinproxyTestSupport
 import Testing
 
-/// DESIGN §5 and §10 over real HTTP on 127.0.0.1:0, with curl as the client.
+/// docs/contract.md §5 and §10 over real HTTP on 127.0.0.1:0, with curl as the client.
 struct AdminEndpointTests {
     /// api: one pin expired, one active (so no backup: a timeline warning),
     /// one not yet valid. cdn: tunnelled, no pins.

@@ -4,7 +4,7 @@ import PinproxyPolicy
 import PinproxyTestSupport
 import Testing
 
-/// DESIGN §6: a scripted run of the proxy's calls leaves exactly those
+/// docs/contract.md §6: a scripted run of the proxy's calls leaves exactly those
 /// counts in the exposition.
 struct MetricsScenarioTests {
     static let api = ["host": "api.example.com"]

@@ -2,7 +2,7 @@ import Foundation
 import PinproxyPolicy
 import Testing
 
-/// Every broken configuration of DESIGN §3 is reported with its exact
+/// Every broken configuration of docs/contract.md §3 is reported with its exact
 /// message, at the key (unknown keys) or at the value (bad values).
 struct BrokenConfigTests {
     struct Case: CustomTestStringConvertible, Sendable {

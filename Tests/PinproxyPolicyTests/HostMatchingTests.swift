@@ -1,7 +1,7 @@
 import PinproxyPolicy
 import Testing
 
-/// DESIGN §10: exact, then `*.` (one label), then `**.` (longest suffix first).
+/// docs/contract.md §10: exact, then `*.` (one label), then `**.` (longest suffix first).
 struct HostMatchingTests {
     static let matcher = HostMatcher<String>([
         "api.x.com", "*.x.com", "**.x.com", "**.b.x.com", "*.b.x.com", "**.y.org", "Upper.Example.COM.",

@@ -3,7 +3,7 @@ import PinproxyPolicy
 import PinproxyTLS
 import Testing
 
-/// DESIGN §3 "Pin evaluation" steps 2–5, at the edges, with an injected clock.
+/// docs/contract.md §3 "Pin evaluation" steps 2–5, at the edges, with an injected clock.
 struct PinEvaluationTests {
     static let now = Fixture.now
     static let leaf = ObservedCertificate(spkiSHA256: Fixture.pin(1), certificateSHA256: Fixture.pin(11), subject: "CN=leaf")

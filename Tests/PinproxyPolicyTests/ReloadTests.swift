@@ -3,7 +3,7 @@ import NIOConcurrencyHelpers
 import PinproxyPolicy
 import Testing
 
-/// DESIGN §3 "Reload": an invalid set never replaces a valid one; a watched
+/// docs/contract.md §3 "Reload": an invalid set never replaces a valid one; a watched
 /// edit is live without a restart.
 struct ReloadTests {
     static let valid = """

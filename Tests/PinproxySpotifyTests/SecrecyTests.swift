@@ -4,7 +4,7 @@ import PinproxyTestSupport
 import Testing
 @testable import PinproxySpotify
 
-/// DESIGN §7: tokens and secrets never appear in logs or errors.
+/// docs/contract.md §7: tokens and secrets never appear in logs or errors.
 @Suite("Tokens and secrets stay out of logs and descriptions")
 struct SecrecyTests {
     static let secret = "SECRET-7f3a9c"

@@ -2,7 +2,7 @@ import Foundation
 import NIOConcurrencyHelpers
 import PinproxyTLS
 
-/// Spotify's accounts service, locally, over HTTPS (DESIGN §7 protocol facts):
+/// Spotify's accounts service, locally, over HTTPS (docs/contract.md §7 protocol facts):
 /// `POST /api/token`, form-urlencoded only, grants `client_credentials`,
 /// `refresh_token` and `authorization_code`; errors as
 /// `{"error": code, "error_description": text}`. Switches make it fail,

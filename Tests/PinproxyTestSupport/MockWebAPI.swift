@@ -3,7 +3,7 @@ import NIOConcurrencyHelpers
 
 /// The Spotify Web API, locally, over HTTPS: any method under `/v1/`
 /// requires `Authorization: Bearer <a token MockAccounts issued and still
-/// valid>`, else 401 `{"error": {"status": 401, "message": …}}` (DESIGN §7).
+/// valid>`, else 401 `{"error": {"status": 401, "message": …}}` (docs/contract.md §7).
 /// Success echoes the request as JSON. Every Authorization header seen is
 /// recorded, so a test can show a client-sent `Bearer evil` never arrived.
 public final class MockWebAPI: Sendable {

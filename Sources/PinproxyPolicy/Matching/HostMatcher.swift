@@ -1,6 +1,6 @@
 /// Finds the policy for a host name: exact first, then `*.` (one label),
 /// then `**.` with the longest suffix first — the most specific wins
-/// (DESIGN §10). Built once per snapshot; a lookup is a few dictionary probes,
+/// (docs/contract.md §10). Built once per snapshot; a lookup is a few dictionary probes,
 /// never a scan of every pattern.
 public struct HostMatcher<Value: Sendable>: Sendable {
     private var exact: [String: Value] = [:]

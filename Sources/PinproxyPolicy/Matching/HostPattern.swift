@@ -1,4 +1,4 @@
-/// A policy's `match:` pattern (DESIGN §10). `api.x.com` is exact;
+/// A policy's `match:` pattern (docs/contract.md §10). `api.x.com` is exact;
 /// `*.x.com` matches exactly one more label (`a.x.com`, not `a.b.x.com` nor
 /// `x.com`); `**.x.com` matches any depth, `x.com` itself included. Names
 /// compare case-insensitively with any trailing dot ignored.
@@ -12,7 +12,7 @@ public struct HostPattern: Sendable, Hashable, CustomStringConvertible {
     public let kind: Kind
     /// The normalized name after any `*.`/`**.` prefix.
     public let suffix: String
-    /// As written, for metrics labels and messages (DESIGN §6: the `host`
+    /// As written, for metrics labels and messages (docs/contract.md §6: the `host`
     /// label is the pattern, never a client-supplied name).
     public let text: String
 

@@ -1,6 +1,6 @@
 import Foundation
 
-/// Dates and date-times as pin and window bounds are written (DESIGN §10).
+/// Dates and date-times as pin and window bounds are written (docs/contract.md §10).
 /// A date alone names a whole day in UTC: its first instant when it opens a
 /// range (`not_before`, `from`) and its last when it closes one (`not_after`,
 /// `until`), so `not_after: 2027-03-01` keeps a pin valid all that day.

@@ -1,7 +1,7 @@
 import PinproxyTLS
 
 /// One entry of a policy file's `hosts:` list, as written, defaults applied
-/// (DESIGN §3). Pure data: `PolicyCompiler` turns it into a `HostPolicy` with
+/// (docs/contract.md §3). Pure data: `PolicyCompiler` turns it into a `HostPolicy` with
 /// its TLS context built and its Spotify session resolved.
 public struct HostPolicySpec: Sendable, Hashable {
     public enum Action: String, Sendable, Hashable, CaseIterable {

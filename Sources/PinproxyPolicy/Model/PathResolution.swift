@@ -1,7 +1,7 @@
 import Foundation
 
 /// Relative paths resolve against the directory of the file that names them
-/// (DESIGN §3), so a config tree can be moved or mounted anywhere whole.
+/// (docs/contract.md §3), so a config tree can be moved or mounted anywhere whole.
 public enum PathResolution {
     public static func resolve(_ path: String, against directory: String) -> String {
         if path.hasPrefix("/") { return standardize(path) }

@@ -1,7 +1,7 @@
 import Foundation
 import PinproxyTLS
 
-/// The `pins:` section of a host policy (DESIGN §3 "Pin evaluation").
+/// The `pins:` section of a host policy (docs/contract.md §3 "Pin evaluation").
 public struct PinPolicy: Sendable, Hashable {
     public enum Mode: String, Sendable, Hashable, CaseIterable {
         /// A mismatch fails the handshake (`pin_mismatch`).

@@ -1,6 +1,6 @@
 import Logging
 
-/// The main file (DESIGN §3), with every default applied. Values are plain
+/// The main file (docs/contract.md §3), with every default applied. Values are plain
 /// typed fields; where each was written is in `sourceMap`, by dotted key
 /// path (`sourceMap["admin.listen"]`), for errors found later (a bind that
 /// fails, a CA file that cannot be read).
@@ -70,7 +70,7 @@ public struct PinproxyConfig: Sendable {
 }
 
 extension PinproxyConfig {
-    /// The embedded defaults (DESIGN §3), resolved against `workingDirectory`:
+    /// The embedded defaults (docs/contract.md §3), resolved against `workingDirectory`:
     /// what `run` uses with no config file at all, and what every key a file
     /// leaves out falls back to.
     public static func defaults(workingDirectory: String) -> PinproxyConfig {

@@ -1,7 +1,7 @@
 /// A secret read from configuration (`client_secret`, the swap `key`).
 /// Its `description`, `debugDescription` and `dump` never show the value, so a
 /// config struct can be logged or printed in a failing test without leaking
-/// it (DESIGN §7: secrets never appear in logs, metrics or errors).
+/// it (docs/contract.md §7: secrets never appear in logs, metrics or errors).
 public struct Secret: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     private let value: String
 

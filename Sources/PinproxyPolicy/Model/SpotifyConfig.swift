@@ -1,5 +1,5 @@
 /// The `spotify:` section: token sessions that host policies name in
-/// `auth.spotify`, and the optional token swap backend (DESIGN §3, §7).
+/// `auth.spotify`, and the optional token swap backend (docs/contract.md §3, §7).
 public struct SpotifyConfig: Sendable {
     /// Token endpoint base (`{accounts}/api/token`); its own connection obeys
     /// the host policy of its host.
@@ -46,7 +46,7 @@ public struct SpotifySession: Sendable, Hashable {
     public var clientSecret: SecretSource?
     /// `refresh_token` flow: the stored token, rewritten 0600 on rotation.
     public var refreshTokenFile: String?
-    /// Refresh this long before expiry (capped at half the lifetime, DESIGN §10).
+    /// Refresh this long before expiry (capped at half the lifetime, docs/contract.md §10).
     public var refreshBefore: Duration
     /// Where `pinproxy spotify login` listens for the authorization code.
     public var redirectURI: String?

@@ -16,7 +16,7 @@ public struct ObservedCertificate: Sendable, Hashable {
     }
 }
 
-/// What pin evaluation decided (DESIGN §3 "Pin evaluation", steps 2–5).
+/// What pin evaluation decided (docs/contract.md §3 "Pin evaluation", steps 2–5).
 /// Step 1 (OpenSSL's chain and hostname verification) has already passed.
 public enum PinVerdict: Sendable, Hashable {
     public enum ReportReason: String, Sendable, Hashable {
@@ -68,7 +68,7 @@ public enum PinVerdict: Sendable, Hashable {
     public var allowsConnection: Bool { refusalCode == nil }
 
     /// Whether a bearer token may be attached on a connection with this
-    /// verdict (DESIGN §7): after a match or inside a transition window; after
+    /// verdict (docs/contract.md §7): after a match or inside a transition window; after
     /// a report-mode mismatch or with chain-only trust only if `attachUnpinned`.
     public func permitsTokenAttachment(attachUnpinned: Bool) -> Bool {
         switch self {

@@ -2,7 +2,7 @@ import Foundation
 
 /// Looks ahead over a horizon for the first moment a policy's active pins
 /// drop below two (no backup) and to zero (outage), so a rotation is planned
-/// weeks before it becomes a refusal (DESIGN §3: `check` warns, `--horizon`).
+/// weeks before it becomes a refusal (docs/contract.md §3: `check` warns, `--horizon`).
 public enum PinTimeline {
     public struct Finding: Sendable, Hashable {
         public enum Kind: Sendable, Hashable {

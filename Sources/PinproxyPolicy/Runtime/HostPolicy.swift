@@ -1,7 +1,7 @@
 import PinproxyTLS
 
 /// A host policy ready to serve: the spec as written, its upstream TLS
-/// context built once (contexts are expensive and shareable; DESIGN §3), the
+/// context built once (contexts are expensive and shareable; docs/contract.md §3), the
 /// Spotify session it names resolved, and a digest that changes exactly when
 /// the policy does (pooled connections opened under another digest are retired).
 ///
@@ -29,6 +29,6 @@ public final class HostPolicy: Sendable {
         spec[keyPath: keyPath]
     }
 
-    /// The `host` metric label: the pattern as written (DESIGN §6).
+    /// The `host` metric label: the pattern as written (docs/contract.md §6).
     public var metricLabel: String { spec.match.text }
 }

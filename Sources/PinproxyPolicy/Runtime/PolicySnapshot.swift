@@ -2,7 +2,7 @@ import Foundation
 
 /// Everything one load produced, compiled and immutable. A connection takes
 /// the current snapshot once and uses it to the end, so a reload never
-/// changes the rules under a request in flight (DESIGN §3: new connections
+/// changes the rules under a request in flight (docs/contract.md §3: new connections
 /// get the new policy).
 public final class PolicySnapshot: Sendable {
     public let config: PinproxyConfig
@@ -24,7 +24,7 @@ public final class PolicySnapshot: Sendable {
         self.matcher = HostMatcher(policies.enumerated().map { ($0.element.spec.match, $0.offset) })
     }
 
-    /// The most specific policy for `host` (DESIGN §10), or nil: then `defaultAction` applies.
+    /// The most specific policy for `host` (docs/contract.md §10), or nil: then `defaultAction` applies.
     public func policy(forHost host: String) -> HostPolicy? {
         matcher.match(host).map { policies[$0] }
     }

@@ -1,6 +1,6 @@
 import Foundation
 
-/// What `pinproxy check` prints, from a load's diagnostics (DESIGN §2, §10).
+/// What `pinproxy check` prints, from a load's diagnostics (docs/contract.md §2, §10).
 /// Kept here rather than in the command so tests assert the exact output.
 public struct CheckReport: Sendable {
     public let errors: [Diagnostic]

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Checks on the main file that look at the file system: the interception
-/// CA's files (DESIGN §3: created when both are missing; the key must not be
+/// CA's files (docs/contract.md §3: created when both are missing; the key must not be
 /// group- or world-readable). `run` would refuse the same, so `check` says so first.
 struct MainConfigValidator {
     let config: PinproxyConfig

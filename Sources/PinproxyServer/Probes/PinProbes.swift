@@ -24,7 +24,7 @@ public struct ProbeResult: Sendable {
     public var detail: String?
 }
 
-/// Active pin probes (DESIGN §3 `probe_interval`): per intercepted host, a
+/// Active pin probes (docs/contract.md §3 `probe_interval`): per intercepted host, a
 /// TLS handshake with the host's policy — no request — evaluated like real
 /// traffic, so a rotated certificate or pin shows before users hit it. The
 /// first probe runs right after start, then one every interval; `0` disables.

@@ -4,10 +4,10 @@ import PinproxyMetrics
 import PinproxyPolicy
 import PinproxyTLS
 
-/// A refusal, with the contract's code (DESIGN §4): the status, the
+/// A refusal, with the contract's code (docs/contract.md §4): the status, the
 /// `X-Pinproxy-Error` header and the JSON body are all derived from it.
 public struct ProxyError: Error, Sendable, CustomStringConvertible {
-    /// The contract's refusal codes (DESIGN §4), shared with the metrics' `reason` label.
+    /// The contract's refusal codes (docs/contract.md §4), shared with the metrics' `reason` label.
     public typealias Code = RefusalCode
 
     public var code: Code

@@ -2,7 +2,7 @@ import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 
-/// The open client connections, for graceful shutdown (DESIGN §3
+/// The open client connections, for graceful shutdown (docs/contract.md §3
 /// `limits.shutdown_grace`) and the `client_connections` gauge.
 final class ConnectionRegistry: Sendable {
     private let channels = NIOLockedValueBox<[ObjectIdentifier: any Channel]>([:])

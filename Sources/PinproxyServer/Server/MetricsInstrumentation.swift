@@ -2,7 +2,7 @@ import Foundation
 import PinproxyMetrics
 import PinproxyPolicy
 
-/// The proxy's reports, as Prometheus metrics (DESIGN §6).
+/// The proxy's reports, as Prometheus metrics (docs/contract.md §6).
 public struct MetricsInstrumentation: ProxyInstrumentation {
     let metrics: PinproxyMetrics
 

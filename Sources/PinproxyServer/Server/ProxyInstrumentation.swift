@@ -2,7 +2,7 @@ import Foundation
 import PinproxyMetrics
 import PinproxyPolicy
 
-/// What the proxy reports as it works; metrics implement it (DESIGN §6). The
+/// What the proxy reports as it works; metrics implement it (docs/contract.md §6). The
 /// request path calls these without knowing metric names or label rules.
 /// Hosts are given as the policy that matched (nil: none), so a metric label
 /// can only ever be a policy's pattern or `_none`, never a client's name.

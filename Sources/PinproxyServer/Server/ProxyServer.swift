@@ -7,7 +7,7 @@ import PinproxyPolicy
 import PinproxyTLS
 import ServiceLifecycle
 
-/// The proxy listener (DESIGN §1): accepts legacy apps, checks the client
+/// The proxy listener (docs/contract.md §1): accepts legacy apps, checks the client
 /// ACL before anything else, and gives each connection its HTTP layers.
 /// A swift-service-lifecycle service: SIGTERM stops accepting, lets
 /// in-flight requests finish within `shutdown_grace`, then closes the rest.

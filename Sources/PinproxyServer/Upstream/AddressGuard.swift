@@ -1,6 +1,6 @@
 import PinproxyPolicy
 
-/// The SSRF guard (DESIGN §3 `network`): which upstream addresses pinproxy may
+/// The SSRF guard (docs/contract.md §3 `network`): which upstream addresses pinproxy may
 /// dial. Every resolved address is vetted and only vetted ones are dialled, so
 /// a name that resolves to both a public and an internal address cannot be
 /// used to reach the internal one, and no second lookup can swap it.

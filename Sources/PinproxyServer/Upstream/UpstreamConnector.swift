@@ -122,7 +122,7 @@ final class UpstreamConnector: Sendable {
     }
 
     /// The pin check that runs on OpenSSL's verified chain, before any byte of
-    /// the request moves (DESIGN §3, "Pin evaluation").
+    /// the request moves (docs/contract.md §3, "Pin evaluation").
     private func pinVerifier(plan: DialPlan, policy: HostPolicy, into box: NIOLockedValueBox<PinEvaluation?>) -> TLSPeerVerifier {
         let clock = self.clock
         let instrumentation = self.instrumentation

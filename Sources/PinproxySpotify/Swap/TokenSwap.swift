@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import PinproxyPolicy
 
-/// The token swap backend's logic (DESIGN §7, "Token swap"), free of HTTP
+/// The token swap backend's logic (docs/contract.md §7, "Token swap"), free of HTTP
 /// plumbing: `POST /swap` turns an authorization code into tokens, `POST
 /// /refresh` turns an encrypted refresh token into a new access token. The
 /// app only ever holds the encrypted form; the client secret stays here.
