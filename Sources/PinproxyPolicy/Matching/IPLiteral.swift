@@ -36,11 +36,21 @@ public enum IPLiteral {
         return host
     }
 
-    /// The WHATWG "ends in a number" check: the last label is all digits, or `0x` and hex.
+    /// The WHATWG "ends in a number" check: the last label is all digits, or
+    /// `0x` and hex. Runs on every routed host, so it looks at the last label
+    /// in place: a name (`api.example.com`) is known as one at its last byte.
     private static func endsInNumber(_ host: String) -> Bool {
-        guard let last = host.split(separator: ".", omittingEmptySubsequences: false).last, !last.isEmpty else { return false }
+        let utf8 = host.utf8
+        guard let lastByte = utf8.last, (lastByte >= 48 && lastByte <= 57) || isHexLetterOrX(lastByte) else { return false }
+        let start = utf8.lastIndex(of: UInt8(ascii: ".")).map { utf8.index(after: $0) } ?? utf8.startIndex
+        let last = Substring(host.utf8[start...])
+        guard !last.isEmpty else { return false }
         if last.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) { return true }
         return number(last) != nil
+    }
+
+    private static func isHexLetterOrX(_ byte: UInt8) -> Bool {
+        (byte >= 97 && byte <= 102) || (byte >= 65 && byte <= 70) || byte == UInt8(ascii: "x") || byte == UInt8(ascii: "X")
     }
 
     private static func ipv4(_ host: String) -> UInt32? {

@@ -120,7 +120,8 @@ enum RequestRouter {
         authorities.append(hostHeader)
         for authority in authorities {
             let portMatches = authority.port == nil ? interception.port == 443 : authority.port == interception.port
-            guard authority.sameHost(as: interception.host) && portMatches else {
+            // The CONNECT host is normalised already; only the request's side needs it.
+            guard Authority.normalize(authority.host) == interception.host && portMatches else {
                 throw ProxyError(.hostMismatch, host: interception.host,
                                  detail: "this session was opened with CONNECT \(interception.host):\(interception.port); Host \(hostHeaders[0]) belongs elsewhere")
             }
