@@ -91,6 +91,7 @@ extension ExchangeStateMachine {
     // MARK: The response
 
     mutating func responseHead(_ head: HTTPResponseHead, now: NIODeadline) -> Action {
+        if case .authorizing = state { return unaskedAnswer() }
         guard case .forwarding(var exchange, let upstream) = state else { return .none }
         state = .modifying
         if head.status == .switchingProtocols {
@@ -123,6 +124,8 @@ extension ExchangeStateMachine {
 
     mutating func responseBody(_ body: ByteBuffer, now: NIODeadline) -> Action {
         switch state {
+        case .authorizing:
+            return unaskedAnswer()
         case .forwarding(var exchange, let upstream):
             state = .modifying
             exchange.bytesDown += body.readableBytes
@@ -136,6 +139,8 @@ extension ExchangeStateMachine {
 
     mutating func responseEnd(_ trailers: HTTPHeaders?) -> Action {
         switch state {
+        case .authorizing:
+            return unaskedAnswer()
         case .discardingRefusal(var exchange, let upstream):
             state = .modifying
             exchange.pending = exchange.replayParts
@@ -167,6 +172,13 @@ extension ExchangeStateMachine {
         default:
             return .none
         }
+    }
+
+    /// The held connection answered before the request was written (the token
+    /// is still being fetched): its framing cannot be trusted, so it is
+    /// dropped, and the request, of which nothing was sent, takes another.
+    private mutating func unaskedAnswer() -> Action {
+        upstreamClosed(nil)
     }
 
     /// The upstream connection failed or closed while the exchange held it.
