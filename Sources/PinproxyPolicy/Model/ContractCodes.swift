@@ -48,3 +48,15 @@ public enum UpstreamHandshakeResult: String, Sendable, Hashable, CaseIterable {
         }
     }
 }
+
+extension PinVerdict {
+    /// The verdict behind a handshake refused with `code`, for the refusals
+    /// that pins cause (nil for every other code).
+    public init?(refusedWith code: RefusalCode) {
+        switch code {
+        case .pinMismatch: self = .mismatchEnforced
+        case .pinsExpired: self = .noActivePins(.enforced)
+        default: return nil
+        }
+    }
+}

@@ -176,13 +176,11 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
     private func logAccess(_ request: ConnectRequest, status: Int, error: ProxyError?, mode: String,
                            host: String? = nil, bytesUp: Int = 0, bytesDown: Int = 0) {
         let seconds = Double((NIODeadline.now() - request.started).nanoseconds) / 1e9
-        services.instrumentation.requestCompleted(policy: request.policy, status: status, seconds: seconds)
-        if bytesUp > 0 || bytesDown > 0 { services.instrumentation.bytes(policy: request.policy, up: bytesUp, down: bytesDown) }
-        AccessRecord(
+        services.recordAccess(AccessRecord(
             client: clientAddress, method: "CONNECT", host: (host ?? request.host).isEmpty ? "-" : (host ?? request.host),
             path: request.head.uri, status: status, bytesUp: bytesUp, bytesDown: bytesDown, seconds: seconds,
             policy: request.policy?.metricLabel ?? "_none", pin: nil, upstream: request.upstreamAddress,
             error: error?.code.rawValue, mode: mode
-        ).log(to: services.accessLog)
+        ), policy: request.policy)
     }
 }

@@ -50,11 +50,7 @@ extension ExchangeStateMachine {
         state = .modifying
         let refusal = UpstreamConnector.refusal(for: error, host: exchange.host)
         // The access line names the verdict of a refused pin check too.
-        switch refusal.code {
-        case .pinMismatch: exchange.pinVerdict = .mismatchEnforced
-        case .pinsExpired: exchange.pinVerdict = .noActivePins(.enforced)
-        default: break
-        }
+        exchange.pinVerdict = PinVerdict(refusedWith: refusal.code)
         return refuse(exchange, refusal, release: nil)
     }
 

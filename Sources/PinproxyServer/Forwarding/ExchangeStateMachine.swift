@@ -187,11 +187,7 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
 
     private mutating func requestEnd(_ trailers: HTTPHeaders?, now: NIODeadline) -> Action {
         switch state {
-        case .responded(var exchange):
-            exchange.requestEnded = true
-            exchange.bodyDeadline = nil
-            return finish(exchange)
-        case .refused(var exchange):
+        case .responded(var exchange), .refused(var exchange):
             exchange.requestEnded = true
             exchange.bodyDeadline = nil
             return finish(exchange)

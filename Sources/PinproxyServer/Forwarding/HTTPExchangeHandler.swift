@@ -325,14 +325,12 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     private func logAccess(_ exchange: Exchange) {
         let status = exchange.status ?? 0
         let seconds = Double((NIODeadline.now() - exchange.started).nanoseconds) / 1e9
-        services.instrumentation.requestCompleted(policy: exchange.policy, status: status, seconds: seconds)
-        services.instrumentation.bytes(policy: exchange.policy, up: exchange.bytesUp, down: exchange.bytesDown)
-        AccessRecord(
+        services.recordAccess(AccessRecord(
             client: clientAddress, method: exchange.method.rawValue, host: exchange.host.isEmpty ? "-" : exchange.host,
             path: exchange.target, status: status, bytesUp: exchange.bytesUp, bytesDown: exchange.bytesDown,
             seconds: seconds, policy: exchange.policyLabel, pin: exchange.pinVerdict?.metricLabel,
             upstream: exchange.upstreamAddress, error: exchange.error?.code.rawValue ?? exchange.failure, mode: modeLabel
-        ).log(to: services.accessLog)
+        ), policy: exchange.policy)
     }
 
     /// An app's TLS with pinproxy failed: counted, and said at warning level

@@ -111,7 +111,7 @@ public final class PinProbes: Service, Sendable {
             case .failure(let error):
                 let refusal = UpstreamConnector.refusal(for: error, host: pattern)
                 if refusal.code == .pinMismatch { mismatch = .mismatchEnforced }
-                outcome = ProbeResult(success: false, at: Date(), leafNotAfter: nil, verdict: Self.verdict(refusedWith: refusal.code),
+                outcome = ProbeResult(success: false, at: Date(), leafNotAfter: nil, verdict: PinVerdict(refusedWith: refusal.code)?.metricLabel,
                                       error: refusal.code.rawValue, detail: refusal.description)
                 services.logger.error("pin probe failed", metadata: [
                     "host": "\(pattern)", "file": "\(spec.file)", "error": "\(refusal.code.rawValue)", "detail": "\(refusal.detail)",
@@ -123,15 +123,6 @@ public final class PinProbes: Service, Sendable {
             if let mismatch {
                 services.instrumentation.pinValidation(policy: policy, verdict: mismatch)
             }
-        }
-    }
-
-    /// The pin verdict behind a refusal, for the refusals pins cause.
-    static func verdict(refusedWith code: ProxyError.Code) -> String? {
-        switch code {
-        case .pinMismatch: return PinVerdict.mismatchEnforced.metricLabel
-        case .pinsExpired: return PinVerdict.noActivePins(.enforced).metricLabel
-        default: return nil
         }
     }
 }

@@ -59,6 +59,14 @@ final class ProxyServices: Sendable {
         }
     }
 
+    /// One answered request: counted (status, duration, bytes under the
+    /// policy's label) and written to the access log.
+    func recordAccess(_ record: AccessRecord, policy: HostPolicy?) {
+        instrumentation.requestCompleted(policy: policy, status: record.status, seconds: record.seconds)
+        instrumentation.bytes(policy: policy, up: record.bytesUp, down: record.bytesDown)
+        record.log(to: accessLog)
+    }
+
     /// The decoder limits for request heads (`max_header_bytes`).
     static func decoderLimits(_ limits: PinproxyConfig.Limits) -> NIOHTTPDecoderLimitConfiguration {
         var configuration = NIOHTTPDecoderLimitConfiguration()
