@@ -84,7 +84,9 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         if case .handshakeCompleted = event as? TLSUserEvent {
             services.instrumentation.clientHandshake(.ok)
         }
-        if event is ProxyShutdownEvent {
+        // Sent by the listener's quiescing helper when pinproxy shuts down:
+        // idle connections close now, busy ones after their current response.
+        if event is ChannelShouldQuiesceEvent {
             execute(machine.shutdownRequested(), context: context)
         }
         context.fireUserInboundEventTriggered(event)
@@ -355,7 +357,3 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         services.logger.warning("client TLS handshake failed", metadata: metadata)
     }
 }
-
-/// Sent down every client pipeline when pinproxy shuts down: idle connections
-/// close now, busy ones after their current response.
-struct ProxyShutdownEvent: Sendable {}
