@@ -11,6 +11,8 @@ struct SessionState {
         var expiresAt: Date
         /// The soft deadline: past it the token still serves while one refresh runs.
         var refreshAt: Date
+        /// The store's generation of this token; nil when fetched without the store.
+        var storeGeneration: Int? = nil
 
         var accessToken: AccessToken { AccessToken(value: token.reveal(), generation: generation, expiresAt: expiresAt) }
     }
@@ -63,6 +65,12 @@ struct SessionState {
 
     var cached: Cached?
     var generation = 0
+    /// The newest store generation this replica has held (docs/contract.md §12); 0: none.
+    var heldStoreGeneration = 0
+    /// A store generation an upstream 401 invalidated here, until the next token.
+    var invalidatedStoreGeneration: Int?
+    /// The refresh token accounts last refused (`invalid_grant`): not sent again.
+    var refusedRefreshToken: Secret?
     var refresh = Refresh.idle
     var backoff: Backoff?
     var fault: Fault?
@@ -140,11 +148,15 @@ struct SessionState {
     }
 
     /// A new token arrived: cache it, forget failures, hand it to every waiter.
-    mutating func installed(token: Secret, lifetime: TimeInterval, requestedAt: Date, refreshBefore: Duration) -> (AccessToken, [Waiter]) {
+    mutating func installed(token: Secret, lifetime: TimeInterval, requestedAt: Date, refreshBefore: Duration,
+                            storeGeneration: Int? = nil) -> (AccessToken, [Waiter]) {
         generation += 1
         let expiresAt = requestedAt.addingTimeInterval(lifetime)
         let cached = Cached(token: token, generation: generation, expiresAt: expiresAt,
-                            refreshAt: RefreshTiming.softDeadline(issuedAt: requestedAt, lifetime: lifetime, refreshBefore: refreshBefore))
+                            refreshAt: RefreshTiming.softDeadline(issuedAt: requestedAt, lifetime: lifetime, refreshBefore: refreshBefore),
+                            storeGeneration: storeGeneration)
+        if let storeGeneration { heldStoreGeneration = max(heldStoreGeneration, storeGeneration) }
+        invalidatedStoreGeneration = nil
         self.cached = cached
         backoff = nil
         fault = nil
@@ -165,9 +177,9 @@ struct SessionState {
 
     /// A transient failure: back off; keep trying while someone needs a token.
     /// Returns the waiters whose deadline ends before a `Retry-After` (failed at once).
-    mutating func failed(reason: String, now: Date, retryAfter: Date?,
+    mutating func failed(reason: String, now: Date, retryAfter: Date?, cap: TimeInterval = Backoff.cap,
                          random: (ClosedRange<Double>) -> Double = { Double.random(in: $0) }) -> (Launch, [Waiter], Backoff) {
-        let next = Backoff.after(backoff, now: now, retryAfter: retryAfter, random: random)
+        let next = Backoff.after(backoff, now: now, retryAfter: retryAfter, cap: cap, random: random)
         backoff = next
         fault = nil  // a retry after a fault met a transient failure: we no longer know
         lastFailure = reason
