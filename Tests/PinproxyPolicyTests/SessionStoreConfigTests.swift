@@ -78,9 +78,9 @@ struct SessionStoreConfigTests {
         ("both passwords", "    postgres: postgres://u@db/x\n    password: a\n    password_file: pg.password\n    key_file: store.key", key32,
          ["pinproxy.yaml:6:5: error: give either `password` or `password_file`, not both"]),
         ("bad tls", "    postgres: postgres://u@db/x\n    tls: verify-full\n    key_file: store.key", key32,
-         ["pinproxy.yaml:5:10: error: `tls` must be one of disable, prefer, require, not `verify-full`"]),
-        ("unknown key", "    postgres: postgres://u@db/x\n    key: abc\n    key_file: store.key", key32,
-         ["pinproxy.yaml:5:5: error: unknown key `key` in `spotify.store`; did you mean `tls`?"]),
+         ["pinproxy.yaml:5:10: error: `tls` must be one of `disable`, `prefer`, `require`, not `verify-full`"]),
+        ("unknown key", "    postgres: postgres://u@db/x\n    pasword: abc\n    key_file: store.key", key32,
+         ["pinproxy.yaml:5:5: error: unknown key `pasword` in `spotify.store`; did you mean `password`?"]),
     ]
 
     @Test(arguments: broken.indices)

@@ -41,10 +41,9 @@ public final class PostgresServer: @unchecked Sendable {
                                                             "--auth=scram-sha-256", "--pwfile=\(directory.file("superpw"))",
                                                             "-E", "UTF8", "--no-sync"]))
         try start()
-        try psql(superuser: true, database: "postgres", """
-            CREATE ROLE \(user) LOGIN PASSWORD '\(password)';
-            CREATE DATABASE \(database) OWNER \(user);
-            """)
+        // Two calls: `psql -c` runs one transaction, and CREATE DATABASE refuses to be in one.
+        try psql(superuser: true, database: "postgres", "CREATE ROLE \(user) LOGIN PASSWORD '\(password)'")
+        try psql(superuser: true, database: "postgres", "CREATE DATABASE \(database) OWNER \(user)")
     }
 
     deinit { stop() }
