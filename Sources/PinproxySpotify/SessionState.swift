@@ -36,6 +36,8 @@ struct SessionState {
         /// (a secret may be fixed on the accounts side); `invalid_grant` only
         /// when the refresh-token file changes.
         var retriesPeriodically: Bool
+        /// How long after the fault a periodic retry is allowed.
+        var retryInterval: TimeInterval = SessionState.misconfiguredRetryInterval
         var nextProbe: Date
         /// A probe found changed credentials (or the minute passed): the
         /// next admission may start one call.
@@ -62,6 +64,10 @@ struct SessionState {
 
     static let faultProbeInterval: TimeInterval = 1
     static let misconfiguredRetryInterval: TimeInterval = 60
+    /// With a shared store, a login on another machine fixes a session without
+    /// touching anything here; a retry then costs one store read and calls
+    /// accounts only if the stored refresh token changed (docs/contract.md §12).
+    static let sharedLoginRetryInterval: TimeInterval = 2
 
     var cached: Cached?
     var generation = 0
@@ -140,7 +146,7 @@ struct SessionState {
     mutating func applyFaultProbe(fingerprint: Int, now: Date) -> Bool {
         guard var fault else { return false }
         let changed = fingerprint != fault.fingerprint
-        let due = fault.retriesPeriodically && now >= fault.at.addingTimeInterval(Self.misconfiguredRetryInterval)
+        let due = fault.retriesPeriodically && now >= fault.at.addingTimeInterval(fault.retryInterval)
         guard changed || due else { return false }
         fault.retryNow = true
         self.fault = fault

@@ -88,7 +88,8 @@ extension TokenSession {
                          metadata: ["status": "\(status)"])
             // With a store, a login elsewhere changes no file here: look again once a minute.
             fault(.needsReauthorization(reason: "invalid_grant"), .needsReauthorization(reason: "invalid_grant"),
-                  fingerprint: fingerprint, periodic: shared != nil, result: .invalidGrant)
+                  fingerprint: fingerprint, periodic: shared != nil, result: .invalidGrant,
+                  retryInterval: shared != nil ? SessionState.sharedLoginRetryInterval : SessionState.misconfiguredRetryInterval)
         case .rejected(let code, let status):
             logger.error("the accounts service refused the token request (\(code)): a configuration error, not retried until the credentials change or a minute passes",
                          metadata: ["status": "\(status)"])
@@ -156,10 +157,12 @@ extension TokenSession {
         resume(waiters, with: .success(token))
     }
 
-    func fault(_ status: TokenSessionStatus, _ error: TokenError, fingerprint: Int, periodic: Bool, result: TokenRefreshOutcome) {
+    func fault(_ status: TokenSessionStatus, _ error: TokenError, fingerprint: Int, periodic: Bool, result: TokenRefreshOutcome,
+               retryInterval: TimeInterval = SessionState.misconfiguredRetryInterval) {
         let now = clock()
         let fault = SessionState.Fault(status: status, error: error, fingerprint: fingerprint, at: now,
-                                       retriesPeriodically: periodic, nextProbe: now.addingTimeInterval(SessionState.faultProbeInterval))
+                                       retriesPeriodically: periodic, retryInterval: retryInterval,
+                                       nextProbe: now.addingTimeInterval(SessionState.faultProbeInterval))
         let waiters = state.withLockedValue { $0.faulted(fault) }
         events.refreshed(name, result)
         resume(waiters, with: .failure(error))

@@ -117,7 +117,7 @@ extension TokenSession {
             logger.error("Spotify session cannot refresh: \(reason)")
             // Periodic: a login on another machine writes the store, not a file this replica could watch.
             fault(.needsReauthorization(reason: "no refresh token in the store"), .needsReauthorization(reason: reason),
-                  fingerprint: fingerprint, periodic: true, result: .failure)
+                  fingerprint: fingerprint, periodic: true, result: .failure, retryInterval: SessionState.sharedLoginRetryInterval)
         }
     }
 

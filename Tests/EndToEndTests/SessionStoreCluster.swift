@@ -38,10 +38,11 @@ final class SessionStoreCluster: @unchecked Sendable {
     private(set) var replicas: [Replica] = []
 
     /// - Parameters:
-    ///   - store: false runs the replicas as §7 says, each on its own (for the measurements).
-    ///   - storeURL: another store than the fixture's (an unreachable one, say).
-    init(replicas count: Int, store: Bool = true, refreshBefore: String = "1s",
-         configureAccounts: (MockAccounts) -> Void = { _ in }) async throws {
+    /// - Parameters:
+    ///   - refreshTokenFile: false gives session `user` no file (the store is then its only source).
+    ///   - loginPort: session `user`'s `redirect_uri` port, for `pinproxy spotify login`.
+    init(replicas count: Int, store: Bool = true, refreshBefore: String = "1s", refreshTokenFile: Bool = true,
+         loginPort: Int? = nil, configureAccounts: (MockAccounts) -> Void = { _ in }) async throws {
         dir = try TemporaryDirectory("pinproxy-store")
         pki = try TestPKI.make(in: dir, names: ["accounts.spotify.test", "api.spotify.test", "apps.spotify.test"])
         accounts = try await MockAccounts(chainFile: pki.chainFile, keyFile: pki.leafKey)
@@ -100,8 +101,7 @@ final class SessionStoreCluster: @unchecked Sendable {
                   flow: refresh_token
                   client_id: \(accounts.clientID)
                   client_secret_file: ../secret.txt
-                  refresh_token_file: ../user.token
-                  refresh_before: \(refreshBefore)
+            \(refreshTokenFile ? "      refresh_token_file: ../user.token\n" : "")\(loginPort.map { "      redirect_uri: http://127.0.0.1:\($0)/callback\n" } ?? "")      refresh_before: \(refreshBefore)
                 app:
                   flow: client_credentials
                   client_id: \(accounts.clientID)

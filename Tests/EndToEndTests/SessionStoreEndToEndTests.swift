@@ -72,7 +72,9 @@ struct SessionStoreEndToEndTests {
         }
         for index in 0..<3 { #expect(try cluster.get(index).status == 200) }
         #expect(cluster.calls("refresh_token") == 1, "a replica that finds a valid token in the store makes no call")
-        let first = try #require(cluster.accounts.counters.lastIssuedAccessToken)
+        // The user session's token, as the Web API saw it (the app session has one of its own).
+        let first = try #require(cluster.api.seen.last?.authorization?.replacingOccurrences(of: "Bearer ", with: ""))
+        #expect(Set(cluster.api.seen.map(\.authorization)).count == 1, "all three replicas sent the same token")
         cluster.accounts.revokeAccessToken(first)
 
         let afterRevoke = try cluster.get(0)
@@ -134,5 +136,38 @@ struct SessionStoreEndToEndTests {
         }
         #expect(cluster.accounts.counters.supersededRefreshTokens == 0)
         #expect(try cluster.storedGeneration("user") == cluster.calls("refresh_token"))
+    }
+
+    /// `pinproxy spotify login` writes the refresh token into the store: a
+    /// session with no refresh_token_file, refused (503) by both replicas until
+    /// then, serves on both afterwards without a restart.
+    @Test func loginWritesIntoTheStoreAndEveryReplicaServesWithIt() async throws {
+        let loginPort = try PostgresServer.freePort()
+        let cluster = try await SessionStoreCluster(replicas: 2, refreshTokenFile: false, loginPort: loginPort) {
+            $0.update { $0.rotateRefreshTokens = true }
+        }
+        let before = try cluster.get(0)
+        #expect(before.status == 503 && before.pinproxyError == "token_unavailable", "\(before.status) \(before.body)")
+
+        let login = try ChildProcess(PinproxyBinary.path, ["spotify", "login", "user", "--config", cluster.dir.file("etc/pinproxy.yaml")],
+                                     directory: cluster.dir, name: "login", currentDirectory: cluster.dir.path)
+        let url = try login.waitForOutput(timeout: 30) { output in
+            output.split(separator: "\n").first { $0.hasPrefix("https://accounts.spotify.test/authorize?") }.map(String.init)
+        }
+        _ = try login.waitForOutput(timeout: 20) { $0.contains("Waiting for the redirect") ? true : nil }
+        let page = try Curl.run(url, proxyURL: nil, caFile: cluster.pki.rootCertificate,
+                                extra: ["-L", "--connect-to", "accounts.spotify.test:443:127.0.0.1:\(cluster.accounts.port)"],
+                                directory: cluster.dir)
+        #expect(page.status == 200, "\(page.body)")
+        #expect(login.waitForExit(timeout: 30) == 0, "\(login.outputText)")
+        #expect(login.outputText.contains("Stored the refresh token of session user in the session store."), "\(login.outputText)")
+
+        for index in 0..<2 {
+            #expect(pollUntil(timeout: 30, every: 0.3) { (try? cluster.get(index).status) == 200 }, "replica \(index) serves after the login")
+        }
+        #expect(cluster.calls("refresh_token") == 1, "one refresh for both replicas")
+        let dump = try #require(try cluster.postgres?.dump())
+        let issued = try #require(cluster.accounts.counters.lastIssuedRefreshToken)
+        #expect(!dump.contains(issued))
     }
 }

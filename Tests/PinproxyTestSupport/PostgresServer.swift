@@ -130,7 +130,7 @@ public final class PostgresServer: @unchecked Sendable {
     }
 
     /// A loopback port free right now (bound to 0, read back, released).
-    static func freePort() throws -> Int {
+    public static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var address = sockaddr_in()
