@@ -66,6 +66,9 @@ extension MetricFamily {
         name: "refresh_token_issued_timestamp_seconds",
         help: "When the stored refresh token of a session was issued (consent or last rotation).",
         labels: ["session"])
+    static let storeUp = MetricFamily(
+        name: "store_up", help: "1 when the session store shared by the replicas answers, 0 when it cannot be reached.",
+        labels: [])
     static let pinExpiry = MetricFamily(
         name: "pin_expiry_timestamp_seconds",
         help: "End of pinned coverage: the last moment up to which some pin of the policy stays active without a gap; 0 when none is active now, +Inf when coverage reaches a pin without not_after.",

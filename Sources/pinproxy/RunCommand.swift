@@ -7,6 +7,7 @@ import PinproxyAdmin
 import PinproxyMetrics
 import PinproxyPolicy
 import PinproxyServer
+import PinproxySessionStore
 import PinproxySpotify
 import PinproxyTLS
 import ServiceLifecycle
@@ -84,9 +85,27 @@ struct RunCommand: AsyncParsableCommand {
                 tokenSessions.withLockedValue { $0 }?.prefetchAll()
             },
             onDraining: { readiness.setListening(false) })
+        // The store the replicas share their sessions through (docs/contract.md §12).
+        let sessionStore: PostgresSessionStore?
+        if let storeConfig = settings.spotify.store {
+            do {
+                metrics.storeUp(false)
+                sessionStore = try PostgresSessionStore(config: storeConfig, logger: Logger(label: "pinproxy.store"),
+                                                        onChange: { metrics.storeUp($0) })
+                logger.info("Spotify sessions shared through the session store", metadata: [
+                    "host": "\(storeConfig.host)", "port": "\(storeConfig.port)", "database": "\(storeConfig.database)",
+                    "tls": "\(storeConfig.tls.rawValue)",
+                ])
+            } catch {
+                logger.critical("cannot set up the session store", metadata: ["error": "\(error)"])
+                throw ExitCode(1)
+            }
+        } else {
+            sessionStore = nil
+        }
         // Spotify sessions: their token requests go through the proxy's own path.
         let sessions = SessionTokenProvider(
-            config: settings.spotify, events: .metrics(metrics), logger: Logger(label: "pinproxy.spotify"),
+            config: settings.spotify, events: .metrics(metrics), logger: Logger(label: "pinproxy.spotify"), shared: sessionStore,
             endpoint: { spotify in ProxiedTokenEndpoint(proxy: proxy, accounts: spotify.accounts, timeout: spotify.tokenTimeout) })
         proxy.setTokenProvider(sessions)
         store.addObserver { event in
@@ -104,7 +123,8 @@ struct RunCommand: AsyncParsableCommand {
                 return status
             }, readinessDetails: {
                 let accept = proxy.acceptHealth.recentFailure().map { ["the proxy listener cannot accept connections: \($0.reason)"] } ?? []
-                return accept + sessions.readinessDetails
+                let store = sessionStore?.problem.map { ["the session store cannot be reached: \($0)"] } ?? []
+                return accept + store + sessions.readinessDetails
             }, probe: { pattern in
                 proxy.probes.result(for: pattern).map {
                     ProbeStatus(success: $0.success, at: $0.at, leafNotAfter: $0.leafNotAfter, verdict: $0.verdict, error: $0.error, detail: $0.detail)
@@ -113,7 +133,10 @@ struct RunCommand: AsyncParsableCommand {
         // A graceful shutdown stops services in reverse order: the proxy, last
         // here, first (its listener closes at once, then it drains), and the
         // admin API, first here, last, so /readyz answers 503 during the drain.
-        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        // First here, so it stops last: sessions may still refresh while the proxy drains.
+        if let sessionStore { services.append(.init(service: sessionStore)) }
+        services += [
             .init(service: admin),
             .init(service: PolicyReloadSignalService(store: store)),
             .init(service: PolicyFileWatcher(store: store)),

@@ -47,8 +47,12 @@ final class SessionTokenProvider: BearerTokenProvider, Sendable {
     private let makeEndpoint: @Sendable (SpotifyConfig) -> any TokenEndpoint
     private let events: TokenSessionEvents
     private let logger: Logger
+    /// The store the replicas share, made once at start (docs/contract.md §12).
+    private let shared: (any SharedSessionStore)?
 
-    init(config: SpotifyConfig, events: TokenSessionEvents, logger: Logger, endpoint: @escaping @Sendable (SpotifyConfig) -> any TokenEndpoint) {
+    init(config: SpotifyConfig, events: TokenSessionEvents, logger: Logger, shared: (any SharedSessionStore)? = nil,
+         endpoint: @escaping @Sendable (SpotifyConfig) -> any TokenEndpoint) {
+        self.shared = shared
         self.makeEndpoint = endpoint
         self.events = events
         self.logger = logger
@@ -59,6 +63,9 @@ final class SessionTokenProvider: BearerTokenProvider, Sendable {
     /// Takes the `spotify:` section of a newly loaded config.
     func update(_ config: SpotifyConfig) {
         let endpoint = makeEndpoint(config)
+        if state.withLockedValue({ $0.config.store != config.store }) {
+            logger.warning("spotify.store changed: the store in use stays until pinproxy restarts")
+        }
         let accountsChanged = state.withLockedValue { $0.config.accounts != config.accounts || $0.config.tokenTimeout != config.tokenTimeout }
         state.withLockedValue { current in
             var next: [String: (config: SpotifySession, session: TokenSession)] = [:]
@@ -66,7 +73,7 @@ final class SessionTokenProvider: BearerTokenProvider, Sendable {
                 if !accountsChanged, let kept = current.sessions[name], kept.config == sessionConfig {
                     next[name] = kept
                 } else {
-                    next[name] = (sessionConfig, TokenSession(config: sessionConfig, endpoint: endpoint, events: events, logger: logger))
+                    next[name] = (sessionConfig, TokenSession(config: sessionConfig, endpoint: endpoint, events: events, logger: logger, shared: shared))
                 }
             }
             current = Current(config: config, sessions: next)

@@ -13,12 +13,13 @@ public enum ConfigKeys {
         "clients": ["allow"],
         "network": ["deny_private", "allow"],
         "limits": ["max_client_connections", "header_timeout", "idle_timeout", "max_header_bytes", "shutdown_grace"],
-        "spotify": ["accounts", "token_timeout", "sessions", "swap"],
+        "spotify": ["accounts", "token_timeout", "sessions", "swap", "store"],
         "spotify.sessions.*": [
             "flow", "client_id", "client_secret", "client_secret_file", "refresh_token_file", "refresh_before",
             "redirect_uri",
         ],
         "spotify.swap": ["listen", "session", "redirect_uri", "key_file", "key", "legacy_secret_file"],
+        "spotify.store": ["postgres", "password_file", "password", "tls", "key_file"],
         "log": ["level", "format"],
     ]
 
