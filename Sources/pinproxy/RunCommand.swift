@@ -109,7 +109,9 @@ struct RunCommand: AsyncParsableCommand {
                 proxy.probes.result(for: pattern).map {
                     ProbeStatus(success: $0.success, at: $0.at, leafNotAfter: $0.leafNotAfter, verdict: $0.verdict, error: $0.error, detail: $0.detail)
                 }
-            }))
+            }, observed: { proxy.observedPins.hosts },
+            verdicts: { proxy.observedPins.verdicts(forPolicy: $0) },
+            sessions: { sessions.summaries }))
         // A graceful shutdown stops services in reverse order: the proxy, last
         // here, first (its listener closes at once, then it drains), and the
         // admin API, first here, last, so /readyz answers 503 during the drain.
