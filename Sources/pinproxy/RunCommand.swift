@@ -75,15 +75,22 @@ struct RunCommand: AsyncParsableCommand {
         metrics.buildInfo(version: Pinproxy.version)
         let readiness = ReadinessState(policyLoaded: true, caUsable: true)
         let tokenSessions = NIOLockedValueBox<SessionTokenProvider?>(nil)
+        // Type=notify (examples/systemd): READY=1 once both listeners are up, STOPPING=1 when the drain begins.
+        let systemd = SystemdNotify()
+        let notice = ReadinessNotice(waitingFor: ["proxy", "admin"], notify: systemd)
         let proxy = try ProxyServer(
             store: store, ca: ca, instrumentation: MetricsInstrumentation(metrics), logger: logger,
             accessLog: Logger(label: "pinproxy.access"),
             onListening: { _ in
                 readiness.setListening(true)
+                notice.listening("proxy")
                 // Warm every session's cache once the path to accounts can serve.
                 tokenSessions.withLockedValue { $0 }?.prefetchAll()
             },
-            onDraining: { readiness.setListening(false) })
+            onDraining: {
+                readiness.setListening(false)
+                systemd.send("STOPPING=1\nSTATUS=draining")
+            })
         // Spotify sessions: their token requests go through the proxy's own path.
         let sessions = SessionTokenProvider(
             config: settings.spotify, events: .metrics(metrics), logger: Logger(label: "pinproxy.spotify"),
@@ -111,7 +118,8 @@ struct RunCommand: AsyncParsableCommand {
                 }
             }, observed: { proxy.observedPins.hosts },
             verdicts: { proxy.observedPins.verdicts(forPolicy: $0) },
-            sessions: { sessions.summaries }))
+            sessions: { sessions.summaries }),
+            onListening: { _ in notice.listening("admin") })
         // A graceful shutdown stops services in reverse order: the proxy, last
         // here, first (its listener closes at once, then it drains), and the
         // admin API, first here, last, so /readyz answers 503 during the drain.

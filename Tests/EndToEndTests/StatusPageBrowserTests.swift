@@ -75,7 +75,7 @@ struct StatusPageBrowserTests {
             """, directory: dir)
         let admin = "http://127.0.0.1:\(try proxy.adminPort)"
         // Report-mode traffic: a verdict to count and a chain to remember.
-        let served = try Curl.run("https://report.test/", proxy: proxy, caFile: proxy.caFile)
+        let served = try Curl.run("https://report.test/", proxy: proxy, directory: dir)
         #expect(served.status == 200, "\(served.stderr)")
         #expect(try pollUntil(timeout: 15, every: 0.2) {
             try Curl.run("\(admin)/policies", proxyURL: nil, caFile: nil, directory: dir).body.contains("\"success\":true")
