@@ -22,6 +22,11 @@ public enum StatusPageHTML {
         \(model.hosts.count) host polic\(model.hosts.count == 1 ? "y" : "ies") · hosts without a policy: \(e(model.defaultAction))</p></header>
         <main>
         """
+        let warned = model.hosts.filter { $0.timeline?.headline != nil }.map(\.pattern)
+        if !warned.isEmpty {
+            html += "<p class=\"alert warning\" data-kind=\"summary\">Pins run thin within \(model.timelineDays) days for: "
+                + e(warned.joined(separator: ", ")) + "</p>"
+        }
         html += reloadSection(model)
         html += "<section id=\"hosts\"><h2>Host policies</h2>"
         if model.hosts.isEmpty { html += "<p class=\"muted\">No host policy is loaded.</p>" }
@@ -131,10 +136,10 @@ public enum StatusPageHTML {
     .alert{margin:6px 0;padding:6px 10px;border-radius:6px;font-size:14px}.alert.warning{background:#fff4e0;color:#7a4a00}
     .alert.outage{background:#fdecea;color:#912018}figure{margin:4px 0 0}figcaption{font-size:12px}
     svg.timeline{background:#fbfcfd;border:1px solid #eceff3;border-radius:6px}
-    svg rect.pin{fill:#4f7cac}svg rect.pin.pending{fill:#9db4cf}svg rect.warning{fill:#f6c36a;opacity:.35}
+    svg rect.pin{fill:#c9dcef;stroke:#4f7cac}svg rect.pin.pending{fill:#eef3f9;stroke-dasharray:3 2}svg rect.warning{fill:#f6c36a;opacity:.35}
     svg rect.outage{fill:#e5533d;opacity:.35}svg rect.transition{fill:#6ea8e0;opacity:.2}
     svg line.today{stroke:#1f2933;stroke-width:2}svg line.tick{stroke:#e1e4e8}svg text{font:10px system-ui,sans-serif;fill:#6b7785}
-    svg text.pinlabel{fill:#fff;font-size:10px}
+    svg text.pinlabel{fill:#1f2933;font-size:10px}
     table{border-collapse:separate;border-spacing:0;width:100%;font-size:14px}th,td{text-align:left;padding:6px 12px}
     th{color:#6b7785;font-weight:500;border-bottom:1px solid #e1e4e8}ul.errors{color:#b42318}
     """

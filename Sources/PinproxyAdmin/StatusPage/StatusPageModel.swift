@@ -39,6 +39,7 @@ public struct StatusPageModel: Sendable {
 
     public var now: Date
     public var refreshSeconds: Int
+    public var timelineDays: Int
     public var hosts: [Host]
     public var defaultAction: String
     public var sessions: [SessionSummary]
@@ -52,6 +53,7 @@ public struct StatusPageModel: Sendable {
                 refreshSeconds: Int = 30, timelineDays: Int = 90) {
         self.now = now
         self.refreshSeconds = refreshSeconds
+        self.timelineDays = timelineDays
         self.defaultAction = snapshot.defaultAction.rawValue
         self.sessions = sessions.sorted { $0.name < $1.name }
         self.loadedAt = snapshot.loadedAt

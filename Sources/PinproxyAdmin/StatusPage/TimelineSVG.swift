@@ -54,6 +54,7 @@ enum TimelineSVG {
             let w = max(x(bar.until) - left, 2)
             let ends = bar.notAfter.map { "until \(DateText.format($0))" } ?? "no end date"
             let label = "sha256/\(bar.pin.prefix(12))…" + (bar.note.map { " \($0)" } ?? "")
+                + (bar.opensAfter ? "" : bar.notAfter.map { " · until \(DateText.format($0).prefix(10))" } ?? "")
             out += "<g data-kind=\"pin\" data-pin=\"\(HTMLText.escape(bar.pin))\">"
                 + "<rect class=\"pin\(bar.activeNow ? "" : " pending")\" x=\"\(f(left))\" y=\"\(f(y))\" width=\"\(f(w))\" "
                 + "height=\"\(f(rowHeight - 6))\" rx=\"3\"><title>\(HTMLText.escape(label)) \(ends)</title></rect>"
