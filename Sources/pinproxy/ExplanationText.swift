@@ -6,7 +6,7 @@ enum ExplanationText {
     static func render(_ e: RequestExplanation, files: [String]) -> String {
         var lines: [String] = []
         func field(_ name: String, _ value: String) { lines.append(name.padding(toLength: 10, withPad: " ", startingAt: 0) + value) }
-        lines.append("explain \(e.host):\(e.port) at \(DateText.format(e.at)) (\(files.count) policy file\(files.count == 1 ? "" : "s"))")
+        lines.append("explain \(e.host):\(e.port) at \(DateText.format(e.at)) (\(files.count) configuration file\(files.count == 1 ? "" : "s"))")
         lines.append("patterns considered, in the matcher's order:")
         let width = max(24, (e.lookups.map(\.pattern.count).max() ?? 0) + 2)
         var matched = false
@@ -31,7 +31,7 @@ enum ExplanationText {
         if !spec.upstream.isEmpty { field("upstream:", spec.upstream.map(\.description).joined(separator: ", ")) }
         if spec.action == .intercept {
             field("tls:", tlsLine(spec.tls))
-            pinLines(e, spec: spec, field: field, lines: &lines)
+            lines += pinLines(e, spec: spec)
             field("token:", tokenLine(spec))
         }
         field("answer:", e.answerText)
@@ -48,10 +48,11 @@ enum ExplanationText {
         return parts.joined(separator: ", ")
     }
 
-    static func pinLines(_ e: RequestExplanation, spec: HostPolicySpec, field: (String, String) -> Void, lines: inout [String]) {
+    static func pinLines(_ e: RequestExplanation, spec: HostPolicySpec) -> [String] {
+        var lines: [String] = []
+        func field(_ name: String, _ value: String) { lines.append(name.padding(toLength: 10, withPad: " ", startingAt: 0) + value) }
         guard let pins = spec.pins else {
-            field("pins:", "none: the verified chain alone is trusted")
-            return
+            return ["pins:     none: the verified chain alone is trusted"]
         }
         var mode = "mode \(pins.mode.rawValue), on_expiry \(pins.onExpiry.rawValue)"
         if let window = pins.transition {
@@ -70,6 +71,7 @@ enum ExplanationText {
             field("timeline:", "at least two active pins over the look-ahead")
         }
         for warning in e.timelineWarnings { field("timeline:", "warning: \(warning)") }
+        return lines
     }
 
     static func tokenLine(_ spec: HostPolicySpec) -> String {
