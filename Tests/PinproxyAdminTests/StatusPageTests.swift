@@ -70,14 +70,28 @@ struct StatusPageTests {
 
     @Test func theRouteServesTheHTMLUnderAStrictPolicy() async throws {
         let store = try AdminFixture(policies: Self.policies).store()
-        try await withAdminServer(store: store, providers: .init(readiness: { ReadinessStatus(listening: true, policyLoaded: true, caUsable: true) })) { client in
+        let leaf = ObservedCertificateInfo(spkiSHA256: AdminFixture.pin(9), subject: "CN=steady.example.com", issuer: "CN=Inter",
+                                           notBefore: AdminFixture.now - 86400, notAfter: AdminFixture.now + 30 * 86400)
+        let seen = ObservedHost(host: "steady.example.com", policy: "steady.example.com", chains: [
+            ObservedChain(certificates: [leaf], firstSeen: AdminFixture.now, lastSeen: AdminFixture.now, count: 3),
+        ], lastSeen: AdminFixture.now)
+        let providers = AdminServer.Providers(readiness: { ReadinessStatus(listening: true, policyLoaded: true, caUsable: true) },
+                                              observed: { [seen] })
+        try await withAdminServer(store: store, providers: providers) { client in
             let response = try await client.get("/")
             #expect(response.status == 200)
             #expect(response.headers["content-security-policy"] == StatusPageHTML.contentSecurityPolicy)
             #expect(response.headers["content-type"] == "text/html; charset=utf-8")
             #expect(response.body.contains("data-policy=\"losing.example.com\""))
+            #expect(response.body.contains("steady.example.com (1 chain)"), "the chains seen are on the page")
             let policies = try await client.get("/policies").json()
-            #expect((policies["observed"] as? [Any])?.isEmpty == true)
+            let observed = try #require((policies["observed"] as? [[String: Any]])?.first)
+            #expect(Set(observed.keys) == ["host", "policy", "last_seen", "chains"])
+            let chain = try #require((observed["chains"] as? [[String: Any]])?.first)
+            #expect(chain["count"] as? Int == 3 && chain["first_seen"] as? String == "2026-11-22T12:00:00Z")
+            let certificate = try #require((chain["certificates"] as? [[String: Any]])?.first)
+            #expect(certificate["pin"] as? String == AdminFixture.pin(9))
+            #expect(Set(certificate.keys) == ["pin", "subject", "issuer", "not_before", "not_after"])
             #expect(try await client.post("/").status == 405)
         }
     }
