@@ -233,6 +233,7 @@ let package = Package(
                 "PinproxyAdmin",
                 "PinproxyMetrics",
                 "PinproxyPolicy",
+                "PinproxySpotify",
                 "PinproxyTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

@@ -76,15 +76,22 @@ struct RunCommand: AsyncParsableCommand {
         metrics.buildInfo(version: Pinproxy.version)
         let readiness = ReadinessState(policyLoaded: true, caUsable: true)
         let tokenSessions = NIOLockedValueBox<SessionTokenProvider?>(nil)
+        // Type=notify (examples/systemd): READY=1 once both listeners are up, STOPPING=1 when the drain begins.
+        let systemd = SystemdNotify()
+        let notice = ReadinessNotice(waitingFor: ["proxy", "admin"], notify: systemd)
         let proxy = try ProxyServer(
             store: store, ca: ca, instrumentation: MetricsInstrumentation(metrics), logger: logger,
             accessLog: Logger(label: "pinproxy.access"),
             onListening: { _ in
                 readiness.setListening(true)
+                notice.listening("proxy")
                 // Warm every session's cache once the path to accounts can serve.
                 tokenSessions.withLockedValue { $0 }?.prefetchAll()
             },
-            onDraining: { readiness.setListening(false) })
+            onDraining: {
+                readiness.setListening(false)
+                systemd.send("STOPPING=1\nSTATUS=draining")
+            })
         // The store the replicas share their sessions through (docs/contract.md §12).
         let sessionStore: PostgresSessionStore?
         if let storeConfig = settings.spotify.store {
@@ -129,7 +136,10 @@ struct RunCommand: AsyncParsableCommand {
                 proxy.probes.result(for: pattern).map {
                     ProbeStatus(success: $0.success, at: $0.at, leafNotAfter: $0.leafNotAfter, verdict: $0.verdict, error: $0.error, detail: $0.detail)
                 }
-            }))
+            }, observed: { proxy.observedPins.hosts },
+            verdicts: { proxy.observedPins.verdicts(forPolicy: $0) },
+            sessions: { sessions.summaries }),
+            onListening: { _ in notice.listening("admin") })
         // A graceful shutdown stops services in reverse order: the proxy, last
         // here, first (its listener closes at once, then it drains), and the
         // admin API, first here, last, so /readyz answers 503 during the drain.

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
+import PinproxyAdmin
 import PinproxyMetrics
 import PinproxyPolicy
 import PinproxyServer
@@ -90,6 +91,16 @@ final class SessionTokenProvider: BearerTokenProvider, Sendable {
             current.sessions.keys.sorted().compactMap { name in
                 let status = current.sessions[name]!.session.status
                 return status.isHealthy ? nil : "spotify session \(name) \(status)"
+            }
+        }
+    }
+
+    /// Each session's name, flow and state for the status page: no secret.
+    var summaries: [SessionSummary] {
+        state.withLockedValue { current in
+            current.sessions.keys.sorted().map { name in
+                let entry = current.sessions[name]!
+                return SessionSummary(name: name, flow: entry.config.flow.rawValue, status: entry.session.status)
             }
         }
     }

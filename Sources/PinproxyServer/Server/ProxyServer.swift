@@ -18,6 +18,8 @@ public final class ProxyServer: Service, Sendable {
     let registry = ConnectionRegistry()
     /// The active pin probes; run it as a service of its own beside this one.
     public let probes: PinProbes
+    /// Chains seen upstream and pin verdicts per policy (docs/contract.md §13).
+    public var observedPins: ObservedPins { services.connector.observed }
     /// Whether the listener is failing to accept (for `/readyz`).
     public let acceptHealth = AcceptHealth()
     /// Told the bound address once listening (tests bind port 0).

@@ -50,6 +50,8 @@ final class UpstreamConnector: Sendable {
     let addressGuard: AddressGuard
     let instrumentation: any ProxyInstrumentation
     let clock: @Sendable () -> Date
+    /// Chains and verdicts for the status page and `pins suggest` (docs/contract.md §13).
+    let observed = ObservedPins()
     let logger: Logger
 
     init(addressGuard: AddressGuard, instrumentation: any ProxyInstrumentation, clock: @escaping @Sendable () -> Date = { Date() }, logger: Logger) {
@@ -127,12 +129,15 @@ final class UpstreamConnector: Sendable {
         let clock = self.clock
         let instrumentation = self.instrumentation
         let logger = self.logger
+        let observed = self.observed
         return { info in
             let chain = info.peerChain.map {
                 ObservedCertificate(spkiSHA256: $0.spkiSHA256, certificateSHA256: $0.certificateSHA256, subject: $0.subject)
             }
             let evaluation = PinEvaluator.evaluate(chain: chain, pins: policy.spec.pins, now: clock())
             box.withLockedValue { $0 = evaluation }
+            observed.record(host: plan.host, policy: policy, chain: info.peerChain,
+                            verdict: plan.countsTraffic ? evaluation.verdict : nil, at: clock())
             if plan.countsTraffic {
                 instrumentation.pinValidation(policy: policy, verdict: evaluation.verdict)
             }
