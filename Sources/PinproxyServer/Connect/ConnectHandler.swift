@@ -33,6 +33,8 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
         var intercept: Bool
         var started: NIODeadline
         var upstreamAddress: String?
+        /// The identity `Proxy-Authorization` proved (docs/contract.md §15).
+        var identity: String?
     }
 
     let services: ProxyServices
@@ -83,8 +85,12 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
             request.host = try Authority.routingHost(authority.host)
             request.port = authority.port ?? 443
             let snapshot = services.store.snapshot
+            let client = ClientStanding.of(head, address: context.channel.remoteAddress?.addressBytes, services: services, config: snapshot.config)
+            request.identity = client.identity
             request.policy = snapshot.policy(forHost: request.host)
             try RequestRouter.checkAllowed(host: request.host, policy: request.policy, snapshot: snapshot)
+            // Refused here, a client never reaches the upstream, a tunnel or the session's token.
+            try client.admit(host: request.host, policy: request.policy, config: snapshot.config)
             request.intercept = request.policy?.spec.action == .intercept
             state = .accepted(request)
         } catch let refusal as ProxyError {
@@ -102,7 +108,7 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
         establish(request, context: context) {
             try SessionInstaller.intercept(
                 context: context, host: request.host, port: request.port, policy: policy, services: self.services,
-                clientAddress: self.clientAddress, headTimer: self.headTimer, limits: self.limits)
+                clientAddress: self.clientAddress, headTimer: self.headTimer, limits: self.limits, identity: request.identity)
         }
     }
 
@@ -168,7 +174,7 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// when the write completes at once and closes the channel).
     private func refuse(_ request: ConnectRequest, _ error: ProxyError, context: ChannelHandlerContext) {
         state = .done
-        services.instrumentation.denied(code: error.code)
+        services.instrumentation.denied(code: error.code, client: ClientPrincipal.label(request.identity))
         logAccess(request, status: Int(error.status.code), error: error, mode: "connect", host: request.host.isEmpty ? error.host : request.host)
         RefusalBody.writeRaw(error, context: context)
     }
@@ -180,7 +186,7 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
             client: clientAddress, method: "CONNECT", host: (host ?? request.host).isEmpty ? "-" : (host ?? request.host),
             path: request.head.uri, status: status, bytesUp: bytesUp, bytesDown: bytesDown, seconds: seconds,
             policy: request.policy?.metricLabel ?? "_none", pin: nil, upstream: request.upstreamAddress,
-            error: error?.code.rawValue, mode: mode
+            error: error?.code.rawValue, mode: mode, identity: request.identity
         ), policy: request.policy)
     }
 }

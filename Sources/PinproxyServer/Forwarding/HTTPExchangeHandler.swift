@@ -147,8 +147,13 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             break
         case .route(let head):
             headTimer.headComplete()
-            let decision = RequestRouter.route(head, interception: interception, snapshot: services.store.snapshot,
-                                               maxHeadBytes: limits.maxHeaderBytes)
+            let snapshot = services.store.snapshot
+            // Inside a session the CONNECT's identity holds; on the listener each request proves its own.
+            let client = interception == nil
+                ? ClientStanding.of(head, address: context.channel.remoteAddress?.addressBytes, services: services, config: snapshot.config)
+                : ClientStanding.unchecked
+            let decision = RequestRouter.route(head, interception: interception, snapshot: snapshot,
+                                               maxHeadBytes: limits.maxHeaderBytes, client: client)
             execute(machine.routed(head, decision, now: .now()), context: context)
         case .passOn(let part):
             context.fireChannelRead(wrapInboundOut(part))
@@ -194,7 +199,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             acquire(plan, context: context)
         case .refuse(let error, let upstream, let reusable, let close, let finished, let next):
             if let upstream { release(upstream, reusable: reusable) }
-            services.instrumentation.denied(code: error.code)
+            services.instrumentation.denied(code: error.code, client: ClientPrincipal.label(finished?.identity ?? interception?.identity))
             // The access line comes before the writes: a write may complete at
             // once and close the channel, and `clientClosed` then finds the
             // exchange already accounted for (one line, one count).
@@ -329,7 +334,8 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             client: clientAddress, method: exchange.method.rawValue, host: exchange.host.isEmpty ? "-" : exchange.host,
             path: exchange.target, status: status, bytesUp: exchange.bytesUp, bytesDown: exchange.bytesDown,
             seconds: seconds, policy: exchange.policyLabel, pin: exchange.pinVerdict?.metricLabel,
-            upstream: exchange.upstreamAddress, error: exchange.error?.code.rawValue ?? exchange.failure, mode: modeLabel
+            upstream: exchange.upstreamAddress, error: exchange.error?.code.rawValue ?? exchange.failure, mode: modeLabel,
+            identity: exchange.identity
         ), policy: exchange.policy)
     }
 
