@@ -40,12 +40,16 @@ final class ClientAuthenticator: Sendable {
 
     private let state: NIOLockedValueBox<State>
     private let now: @Sendable () -> ContinuousClock.Instant
+    /// PBKDF2 and the constant-time compare; replaced only by tests that count calls.
+    private let verify: @Sendable (PasswordHash, String) -> Bool
     /// Keys the cache's digests, so the table holds nothing a dump could brute-force offline.
     private let cacheKey = SecureRandom.bytes(32)
 
-    init(limits: FailureLimiter.Limits = .standard, now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }) {
+    init(limits: FailureLimiter.Limits = .standard, now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now },
+         verify: @escaping @Sendable (PasswordHash, String) -> Bool = { $0.verify($1) }) {
         self.state = NIOLockedValueBox(State(limiter: FailureLimiter(limits: limits)))
         self.now = now
+        self.verify = verify
     }
 
     /// The identity a request's `Proxy-Authorization` values prove, for a
@@ -64,7 +68,7 @@ final class ClientAuthenticator: Sendable {
         }
         guard let identity = identities[credential.user] else {
             // The same work as for a known name: timing does not tell which names exist.
-            _ = Self.decoy.verify(credential.password)
+            _ = verify(Self.decoy, credential.password)
             return fail(limiterKey, at: at, label: AuthenticationResult.unknownLabel, detail: "wrong name or password")
         }
         let digest = SHA256Digest.hash(cacheKey + Array("\(credential.user):\(credential.password)".utf8))
@@ -73,7 +77,7 @@ final class ClientAuthenticator: Sendable {
             return entry.hash == identity.passwordHash && at < entry.expires
         }
         if cached { return .identified(identity.name) }
-        guard identity.passwordHash.verify(credential.password) else {
+        guard verify(identity.passwordHash, credential.password) else {
             return fail(limiterKey, at: at, label: identity.name, detail: "wrong name or password")
         }
         state.withLockedValue { state in
