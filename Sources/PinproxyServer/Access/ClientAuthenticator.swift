@@ -90,6 +90,21 @@ final class ClientAuthenticator: Sendable {
         return .identified(identity.name)
     }
 
+    /// Whether `authenticate` would answer without PBKDF2 (no credential, a
+    /// cached one, a limited address): callers on an event loop run it in
+    /// place then, and on a thread pool otherwise.
+    func answersAtOnce(_ headerValues: [String], address: [UInt8]?, identities: [String: ClientIdentity]) -> Bool {
+        guard headerValues.count == 1, let credential = ProxyCredential(headerValue: headerValues[0]),
+              let identity = identities[credential.user] else { return headerValues.isEmpty }
+        let at = now()
+        let digest = SHA256Digest.hash(cacheKey + Array("\(credential.user):\(credential.password)".utf8))
+        return state.withLockedValue { state in
+            if state.limiter.blocked(address ?? [], now: at) != nil { return true }
+            guard let entry = state.verified[digest] else { return false }
+            return entry.hash == identity.passwordHash && at < entry.expires
+        }
+    }
+
     private func fail(_ address: [UInt8], at: ContinuousClock.Instant, label: String, detail: String) -> AuthenticationResult {
         state.withLockedValue { $0.limiter.failed(address, now: at) }
         return .rejected(label: label, detail: detail)

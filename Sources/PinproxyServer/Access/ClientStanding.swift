@@ -1,4 +1,6 @@
+import NIOCore
 import NIOHTTP1
+import NIOPosix
 import PinproxyPolicy
 
 /// What a request's credential established before routing: a principal to
@@ -38,6 +40,19 @@ enum ClientStanding {
                                      status: .tooManyRequests)
             refusal.retryAfterSeconds = Self.seconds(wait)
             return .refused(refusal)
+        }
+    }
+
+    /// `of`, off the event loop when it needs PBKDF2 (~50 ms by design):
+    /// a cached credential, or none, is answered in place.
+    static func resolve(_ head: HTTPRequestHead, address: [UInt8]?, services: ProxyServices, config: PinproxyConfig,
+                        on loop: any EventLoop) -> EventLoopFuture<ClientStanding> {
+        let values = head.headers["proxy-authorization"]
+        if services.authenticator.answersAtOnce(values, address: address, identities: config.identities) {
+            return loop.makeSucceededFuture(of(head, address: address, services: services, config: config))
+        }
+        return NIOThreadPool.singleton.runIfActive(eventLoop: loop) {
+            of(head, address: address, services: services, config: config)
         }
     }
 
