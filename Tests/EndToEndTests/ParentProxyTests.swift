@@ -6,7 +6,7 @@ import Testing
 /// Debian, in front of a real upstream (`openssl s_server`): the leg goes
 /// through the parent's CONNECT, and pinproxy's own TLS and pins hold inside.
 @Suite("Parent proxy end to end", .serialized,
-       .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/tinyproxy"), "tinyproxy is not installed (scripts/install-deps)"))
+       .enabled(if: Repository.which("tinyproxy") != nil, "tinyproxy is not installed (scripts/install-deps)"))
 struct ParentProxyTests {
     /// tinyproxy on loopback with a config in the test's directory. It cannot
     /// bind port 0 (it insists on a `Port`), so a free port is found first;
@@ -23,7 +23,7 @@ struct ParentProxyTests {
                 config += connectPorts.map { "ConnectPort \($0)\n" }.joined()
                 if let (user, password) = basicAuth { config += "BasicAuth \(user) \(password)\n" }
                 let file = try directory.write("tinyproxy-\(attempt).conf", config)
-                let process = try ChildProcess("/usr/bin/tinyproxy", ["-d", "-c", file], directory: directory, name: "tinyproxy-\(attempt)")
+                let process = try ChildProcess("tinyproxy", ["-d", "-c", file], directory: directory, name: "tinyproxy-\(attempt)")
                 if try pollUntil(timeout: 10, { Self.accepts(port) || !process.isRunning }), process.isRunning {
                     self.process = process
                     self.port = port

@@ -251,6 +251,16 @@ struct ClientsConfigTests {
         #expect(result.snapshot == nil)
     }
 
+    @Test func anIdentityWithABadHashIsReportedOnceNotAgainWhereAPolicyNamesIt() throws {
+        let tree = try ConfigTree(main: Self.main("    billing:\n      password_hash: \"$pbkdf2-sha256$i=9$xx$yy\"\n"), policies: ["p.yaml": """
+            hosts:
+              - match: api.example.com
+                clients: [billing]
+            """])
+        let rendered = tree.rendered(tree.loader().load().errors)
+        #expect(rendered == ["pinproxy.yaml:5:22: error: identity `billing`: `password_hash` has 9 iterations; between 10000 and 10000000 are accepted"])
+    }
+
     @Test func hashIsNeverEchoedInAnError() throws {
         let secretish = "$pbkdf2-sha256$i=10000$QUFBQUFBQUFBQUE=$c2hvcnQ="
         let tree = try ConfigTree(main: Self.main("    billing:\n      password_hash: \"\(secretish)\"\n"), policies: ["p.yaml": "hosts: []\n"])

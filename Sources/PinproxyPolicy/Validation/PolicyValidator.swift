@@ -50,6 +50,8 @@ struct PolicyValidator {
         let known = config.identities.keys.sorted()
         for rule in rules {
             guard case .identity(let name) = rule.kind, config.identities[name] == nil else { continue }
+            // Written but invalid: its own error says why; not a second one here.
+            if config.sourceMap.isWritten("clients.identities.\(name)") { continue }
             var message = "`clients` names identity `\(name)`, which `clients.identities` of the main file does not define"
             if let suggestion = KeySuggestion.nearest(to: name, in: known) {
                 message += "; did you mean `\(suggestion)`?"
