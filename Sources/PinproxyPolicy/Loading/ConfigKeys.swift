@@ -10,7 +10,8 @@ public enum ConfigKeys {
         "": ["listen", "admin", "ca", "policies", "default_action", "concurrency", "clients", "network", "limits", "spotify", "log"],
         "admin": ["listen"],
         "ca": ["cert", "key"],
-        "clients": ["allow"],
+        "clients": ["allow", "identities", "require_identity"],
+        "clients.identities.*": ["password_hash", "password_hash_file", "from"],
         "network": ["deny_private", "allow"],
         "limits": ["max_client_connections", "header_timeout", "idle_timeout", "max_header_bytes", "shutdown_grace"],
         "spotify": ["accounts", "token_timeout", "sessions", "swap", "store"],
@@ -29,7 +30,7 @@ public enum ConfigKeys {
         "hosts[]": [
             "match", "action", "upstream", "upgrade_to_tls", "tls", "pins", "auth", "headers",
             "connect_timeout", "handshake_timeout", "response_timeout", "retries",
-            "max_upstream_connections", "queue_timeout", "probe_interval",
+            "max_upstream_connections", "queue_timeout", "probe_interval", "clients", "upstream_proxy",
         ],
         "hosts[].tls": [
             "min_version", "allow_legacy_tls", "max_version", "ciphers", "ciphersuites", "ca_file",

@@ -28,6 +28,8 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     private var sweeper: DeadlineSweeper?
     /// The server name the app sent in its TLS hello (intercepted sessions), for the log.
     var clientSNI: String?
+    /// The identity of the request routed last, for the `client` label of its refusal.
+    private var currentIdentity: String?
 
     init(services: ProxyServices, interception: RequestRouter.Interception?, clientAddress: String,
          headTimer: RequestHeadTimer, limits: PinproxyConfig.Limits) {
@@ -149,8 +151,14 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             break
         case .route(let head):
             headTimer.headComplete()
-            let decision = RequestRouter.route(head, interception: interception, snapshot: services.store.snapshot,
-                                               maxHeadBytes: limits.maxHeaderBytes)
+            let snapshot = services.store.snapshot
+            // Inside a session the CONNECT's identity holds; on the listener each request proves its own.
+            let client = interception == nil
+                ? ClientStanding.of(head, address: context.channel.remoteAddress?.addressBytes, services: services, config: snapshot.config)
+                : ClientStanding.unchecked
+            let decision = RequestRouter.route(head, interception: interception, snapshot: snapshot,
+                                               maxHeadBytes: limits.maxHeaderBytes, client: client)
+            currentIdentity = decision.identity
             execute(machine.routed(head, decision, now: .now()), context: context)
         case .passOn(let part):
             context.fireChannelRead(wrapInboundOut(part))
@@ -196,7 +204,8 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             acquire(plan, context: context)
         case .refuse(let error, let upstream, let reusable, let close, let finished, let next):
             if let upstream { release(upstream, reusable: reusable) }
-            services.instrumentation.denied(code: error.code)
+            // A refusal concerns the exchange routed last (its line may come later, once its body is read).
+            services.instrumentation.denied(code: error.code, client: ClientPrincipal.label(finished?.identity ?? currentIdentity ?? interception?.identity))
             // The access line comes before the writes: a write may complete at
             // once and close the channel, and `clientClosed` then finds the
             // exchange already accounted for (one line, one count).
@@ -331,7 +340,8 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             client: clientAddress, method: exchange.method.rawValue, host: exchange.host.isEmpty ? "-" : exchange.host,
             path: exchange.target, status: status, bytesUp: exchange.bytesUp, bytesDown: exchange.bytesDown,
             seconds: seconds, policy: exchange.policyLabel, pin: exchange.pinVerdict?.metricLabel,
-            upstream: exchange.upstreamAddress, error: exchange.error?.code.rawValue ?? exchange.failure, mode: modeLabel
+            upstream: exchange.upstreamAddress, error: exchange.error?.code.rawValue ?? exchange.failure, mode: modeLabel,
+            identity: exchange.identity
         ), policy: exchange.policy)
     }
 

@@ -193,7 +193,11 @@ final class UpstreamConnector: Sendable {
 
     private func connect(to target: HostPort, plan: DialPlan, on loop: any EventLoop,
                          initializer: @escaping @Sendable (any Channel) throws -> Void) -> EventLoopFuture<any Channel> {
-        ClientBootstrap(group: loop)
+        if let parent = plan.policy?.spec.upstreamProxy {
+            // The parent is dialled (and guarded) instead; it connects to `target`.
+            return ParentProxyTunnel.open(through: parent, to: target, plan: plan, addressGuard: addressGuard, on: loop, initializer: initializer)
+        }
+        return ClientBootstrap(group: loop)
             .resolver(GuardedResolver(addressGuard: addressGuard, requestedHost: plan.host, loop: loop))
             .connectTimeout(plan.connectTimeout)
             .channelOption(.autoRead, value: false)
