@@ -32,6 +32,9 @@ struct ExplainCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Also handshake with the upstream as the proxy would and print the verdict and the chain.")
     var connect = false
 
+    @Option(name: .long, help: "Answer for this client: a configured identity's name or an IP address (docs/contract.md §15).")
+    var client: String?
+
     func run() async throws {
         let (host, port) = try HostPort.parse(target, defaultPort: 443)
         var instant = Date()
@@ -51,6 +54,22 @@ struct ExplainCommand: AsyncParsableCommand {
         let explanation = RequestExplanation(host: host, port: port, snapshot: snapshot, at: instant, horizon: loader.horizon)
         print(ExplanationText.render(explanation, files: snapshot.files), terminator: "")
         var refused = if case .refused = explanation.answer { true } else { false }
+        if let client {
+            // Judged after the host: a host denied to everyone is denied to this client too.
+            guard let verdict = ClientAdmission.explain(client: client, host: explanation.host, snapshot: snapshot) else {
+                throw ValidationError("--client must name an identity of clients.identities or be an IP address, not `\(client)`")
+            }
+            switch verdict {
+            case .admitted:
+                print("client:   \(client) may use this policy")
+            case .credentialRequired(let detail):
+                print("client:   407 proxy_auth_required: \(detail)")
+                refused = true
+            case .denied(let detail):
+                print("client:   403 client_denied: \(detail)")
+                refused = true
+            }
+        }
         if connect {
             if let policy = snapshot.policy(forHost: explanation.host), policy.spec.action == .intercept {
                 refused = try await !connectAndJudge(explanation, policy: policy.spec, at: instant)

@@ -68,6 +68,41 @@ struct OperatorToolsTests {
         #expect(unmatched.stdout.contains("answer:   403 host_denied: no policy matches nowhere.test and default_action is deny"), "\(unmatched.stdout)")
     }
 
+    @Test func explainAnswersForAClient() throws {
+        let dir = try TemporaryDirectory("pinproxy-explain-client")
+        let (status, hash, stderr) = try ChildProcess.runSeparately(PinproxyBinary.path, ["passwd", "--iterations", "20000"], input: "s3cret\n")
+        #expect(status == 0, "\(stderr)")
+        try dir.write("etc/pinproxy.yaml", """
+            policies: policies
+            ca: { cert: ../state/ca.pem, key: ../state/ca-key.pem }
+            clients:
+              allow: [127.0.0.0/8, 10.0.0.0/8]
+              identities:
+                billing: { password_hash: "\(hash.trimmingCharacters(in: .whitespacesAndNewlines))" }
+                reports: { password_hash: "\(hash.trimmingCharacters(in: .whitespacesAndNewlines))" }
+            """)
+        try dir.write("etc/policies/p.yaml", """
+            hosts:
+              - match: api.test
+                action: tunnel
+                clients: [billing, 10.2.3.0/24]
+            """)
+        let config = dir.file("etc/pinproxy.yaml")
+        let billing = try PinproxyBinary.run(["explain", "api.test", "--config", config, "--client", "billing"])
+        #expect(billing.status == 0, "\(billing.stdout)\(billing.stderr)")
+        #expect(billing.stdout.contains("client:   billing may use this policy"), "\(billing.stdout)")
+        let reports = try PinproxyBinary.run(["explain", "api.test", "--config", config, "--client", "reports"])
+        #expect(reports.status == 1)
+        #expect(reports.stdout.contains("client:   403 client_denied:"), "\(reports.stdout)")
+        let network = try PinproxyBinary.run(["explain", "api.test", "--config", config, "--client", "10.2.3.4"])
+        #expect(network.status == 0, "\(network.stdout)")
+        let anonymous = try PinproxyBinary.run(["explain", "api.test", "--config", config, "--client", "10.9.9.9"])
+        #expect(anonymous.status == 1)
+        #expect(anonymous.stdout.contains("client:   407 proxy_auth_required:"), "\(anonymous.stdout)")
+        let unknown = try PinproxyBinary.run(["explain", "api.test", "--config", config, "--client", "nobody"])
+        #expect(unknown.status != 0 && unknown.stderr.contains("--client must name an identity"), "\(unknown.stderr)")
+    }
+
     static func line(_ text: String, startingWith prefix: String) -> String? {
         text.split(separator: "\n").first { $0.hasPrefix(prefix) }.map(String.init)
     }
