@@ -77,6 +77,9 @@ struct SessionState {
     var invalidatedStoreGeneration: Int?
     /// The refresh token accounts last refused (`invalid_grant`): not sent again.
     var refusedRefreshToken: Secret?
+    /// A grant the store failed to commit (docs/contract.md §12): written at the
+    /// next locked refresh if the row has not moved on meanwhile.
+    var uncommittedGrant: StoredSession?
     var refresh = Refresh.idle
     var backoff: Backoff?
     var fault: Fault?

@@ -22,8 +22,8 @@ extension TokenSession {
     static let storeRetryCap: TimeInterval = 2
 
     func refreshShared(_ shared: any SharedSessionStore) async {
-        let (held, invalidated, refused) = state.withLockedValue {
-            ($0.heldStoreGeneration, $0.invalidatedStoreGeneration, $0.refusedRefreshToken)
+        let (held, invalidated, refused, pending) = state.withLockedValue {
+            ($0.heldStoreGeneration, $0.invalidatedStoreGeneration, $0.refusedRefreshToken, $0.uncommittedGrant)
         }
         let refreshBefore = config.refreshBefore
         // Most refreshes end here: another replica already wrote the next generation.
@@ -46,7 +46,11 @@ extension TokenSession {
         let grantOutsideStore = NIOLockedValueBox<StoredSession?>(nil)
         let outcome: SharedOutcome
         do {
-            outcome = try await shared.withLockedSession(session: name) { row in
+            outcome = try await shared.withLockedSession(session: name) { stored in
+                // A grant whose commit failed last time is the newest state if nobody wrote since:
+                // it holds the only refresh token accounts still accepts after a rotation.
+                var row = stored
+                if let pending, pending.generation == stored.generation + 1 { row = pending }
                 let now = self.clock()
                 var decision = SharedRefreshDecision.decide(row: row, held: held, invalidated: invalidated, now: now,
                                                             refreshBefore: refreshBefore, flow: flow, seed: seed)
@@ -56,10 +60,10 @@ extension TokenSession {
                 if let invalidated, invalidated == row.generation, row.staleGeneration != invalidated {
                     marked.staleGeneration = invalidated
                 }
-                let markWrite = marked == row ? nil : marked
+                let markWrite = marked == stored ? nil : marked
                 switch decision {
                 case .useStored:
-                    return (nil, .stored(row))
+                    return (markWrite, .stored(row))
                 case .needsLogin:
                     return (markWrite, .needsLogin)
                 case .callAccounts(let refreshToken):
@@ -89,8 +93,9 @@ extension TokenSession {
             if let orphan = grantOutsideStore.withLockedValue({ $0 }) {
                 // Granted but not committed: the access token is good here; a rotated
                 // refresh token is lost with the transaction (the session may need a login).
-                logger.error("Spotify token granted but the session store failed before it was committed: serving it on this replica only",
+                logger.error("Spotify token granted but the session store failed before it was committed: serving it on this replica, and writing it at the next refresh if nobody wrote since",
                              metadata: ["error": "\(error)"])
+                state.withLockedValue { $0.uncommittedGrant = orphan }
                 events.refreshed(name, .success)
                 install(orphan, storeGeneration: nil)
                 return
@@ -98,6 +103,7 @@ extension TokenSession {
             await storeUnreachable(error)
             return
         }
+        state.withLockedValue { $0.uncommittedGrant = nil }  // written, or overtaken by another replica's write
         switch outcome {
         case .stored(let row):
             installStored(row)

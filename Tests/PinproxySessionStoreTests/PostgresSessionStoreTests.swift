@@ -121,4 +121,44 @@ struct PostgresSessionStoreTests {
         let hex = try postgres.psql("SELECT encode(access_token, 'hex') FROM pinproxy_spotify_sessions WHERE session = 'user'")
         #expect(hex.hasPrefix("01"), "version byte first: \(hex)")
     }
+
+    /// Eight connections, all open before any asks, then all creating the
+    /// table at the same moment: exactly one creates it and none fails (plain
+    /// `CREATE TABLE IF NOT EXISTS` can race on `pg_type`; the advisory lock is why not).
+    @Test func simultaneousCreationsMakeTheTableOnceWithoutError() async throws {
+        let postgres = try PostgresServer()
+        let stores = try (0..<8).map { _ in try PostgresSessionStore(config: Self.config(postgres), logger: Logger(label: "t")) }
+        // The pools only: the stores' own probes would create the table first.
+        let pools = stores.map { store in Task { await store.client.run() } }
+        defer { pools.forEach { $0.cancel() } }
+        let barrier = Barrier(count: stores.count)
+        let created = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for store in stores {
+                group.addTask {
+                    try await store.client.withConnection { connection in
+                        _ = try await connection.query("SELECT 1", logger: Logger(label: "t"))
+                        await barrier.arriveAndWait()
+                        return try await SessionStoreSchema.ensure(on: connection, logger: Logger(label: "t"))
+                    }
+                }
+            }
+            return try await group.reduce(into: [Bool]()) { $0.append($1) }
+        }
+        #expect(created.filter { $0 }.count == 1, "\(created)")
+    }
+
+    actor Barrier {
+        let count: Int
+        private var waiting: [CheckedContinuation<Void, Never>] = []
+        init(count: Int) { self.count = count }
+
+        func arriveAndWait() async {
+            if waiting.count + 1 == count {
+                waiting.forEach { $0.resume() }
+                waiting = []
+                return
+            }
+            await withCheckedContinuation { waiting.append($0) }
+        }
+    }
 }

@@ -10,6 +10,8 @@ import Testing
 final class InMemorySharedStore: SharedSessionStore, Sendable {
     let rows = NIOLockedValueBox<[String: StoredSession]>([:])
     let down = NIOLockedValueBox(false)
+    /// The next locked call runs its body, then fails instead of committing.
+    let failNextCommit = NIOLockedValueBox(false)
     private let mutex = AsyncMutex()
 
     struct Unreachable: Error {}
@@ -28,8 +30,10 @@ final class InMemorySharedStore: SharedSessionStore, Sendable {
         await mutex.lock()
         let row = rows.withLockedValue { $0[session] } ?? StoredSession()
         let (write, result) = await body(row)
-        if let write { rows.withLockedValue { $0[session] = write } }
+        let fail = failNextCommit.withLockedValue { fail in defer { fail = false }; return fail }
+        if let write, !fail { rows.withLockedValue { $0[session] = write } }
         await mutex.unlock()
+        if fail { throw Unreachable() }
         return result
     }
 
@@ -140,6 +144,29 @@ struct SharedStoreSessionTests {
         store.down.withLockedValue { $0 = false }
         #expect(try await pollUntilAsync { (try? await user.token(timeout: .seconds(1)).reveal()) == "access-3" })
         #expect(endpoint.calls.last?.field("refresh_token") == "refresh-1")
+    }
+    @Test func aGrantTheStoreFailedToCommitIsWrittenAtTheNextRefresh() async throws {
+        let dir = try TemporaryDirectory()
+        let file = try dir.write("user.token", "seed-refresh\n")
+        let endpoint = FakeTokenEndpoint(clock: clock, fallback: .grant(expiresIn: 3600, rotate: true))
+        let store = InMemorySharedStore()
+        let user = replicas(1, session(.refreshToken, refreshTokenFile: file), endpoint: endpoint, store: store)[0]
+        #expect(try await user.token(timeout: .seconds(20)).reveal() == "access-1")
+
+        store.failNextCommit.withLockedValue { $0 = true }
+        clock.advance(by: 3400)
+        _ = try await user.token(timeout: .seconds(20))
+        #expect(try await pollUntilAsync { (try await user.token(timeout: .seconds(20))).reveal() == "access-2" },
+                "the uncommitted grant serves on this replica")
+        #expect(store.rows.withLockedValue { $0["app"]?.generation } == 1)
+
+        clock.advance(by: 3400)
+        _ = try await user.token(timeout: .seconds(20))
+        #expect(try await pollUntilAsync { (try await user.token(timeout: .seconds(20))).reveal() == "access-3" })
+        // refresh-2 came with the uncommitted grant; sending refresh-1 again would be a superseded token.
+        #expect(endpoint.calls.map { $0.field("refresh_token") } == ["seed-refresh", "refresh-1", "refresh-2"])
+        #expect(store.rows.withLockedValue { $0["app"]?.refreshToken } == Secret("refresh-3"))
+        #expect(store.rows.withLockedValue { $0["app"]?.generation } == 3)
     }
 }
 

@@ -34,8 +34,10 @@ public final class PostgresServer: @unchecked Sendable {
         password = "pw-" + UUID().uuidString
         superPassword = "su-" + UUID().uuidString
         try directory.write("superpw", superPassword + "\n")
-        if getuid() == 0 {
-            try ChildProcess.check("/bin/chown", ["-R", "postgres:postgres", directory.path])
+        if getuid() == 0, let account = getpwnam("postgres") {
+            for path in [directory.path, directory.file("superpw")] where chown(path, account.pointee.pw_uid, account.pointee.pw_gid) != 0 {
+                throw TestSupportError("chown \(path) to postgres: \(String(cString: strerror(errno)))")
+            }
         }
         try ChildProcess.check("/usr/bin/env", asPostgres(["\(Self.binaries)/initdb", "-D", dataDirectory, "-U", "postgres",
                                                             "--auth=scram-sha-256", "--pwfile=\(directory.file("superpw"))",
