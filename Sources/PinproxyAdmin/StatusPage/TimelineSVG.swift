@@ -19,7 +19,7 @@ enum TimelineSVG {
         func f(_ value: Double) -> String { String(format: "%.1f", value) }
 
         var out = "<svg class=\"timeline\" role=\"img\" viewBox=\"0 0 \(f(width)) \(f(height))\" width=\"100%\" "
-            + "preserveAspectRatio=\"none\" xmlns=\"http://www.w3.org/2000/svg\" "
+            + "preserveAspectRatio=\"none\" "
             + "aria-label=\"pin timeline, next \(Int(span / 86_400)) days\">"
         // Stretches and the transition first, so the bars draw over them.
         for stretch in timeline.stretches + (timeline.transition.map { [$0] } ?? []) {
