@@ -30,6 +30,9 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     var clientSNI: String?
     /// The identity of the request routed last, for the `client` label of its refusal.
     private var currentIdentity: String?
+    /// Parts read while a credential is checked off the event loop (absolute-form,
+    /// not cached): no further read is asked for, and they are replayed after routing.
+    private var heldForAuthentication: [HTTPServerRequestPart]?
 
     init(services: ProxyServices, interception: RequestRouter.Interception?, clientAddress: String,
          headTimer: RequestHeadTimer, limits: PinproxyConfig.Limits) {
@@ -69,11 +72,17 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if heldForAuthentication != nil {
+            heldForAuthentication!.append(unwrapInboundIn(data))
+            return
+        }
         execute(machine.received(unwrapInboundIn(data), now: .now()), context: context)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        execute(machine.clientReadComplete(upstreamWritable: machine.heldUpstream?.isWritable ?? true), context: context)
+        if heldForAuthentication == nil {
+            execute(machine.clientReadComplete(upstreamWritable: machine.heldUpstream?.isWritable ?? true), context: context)
+        }
         context.fireChannelReadComplete()
     }
 
@@ -151,15 +160,25 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             break
         case .route(let head):
             headTimer.headComplete()
-            let snapshot = services.store.snapshot
             // Inside a session the CONNECT's identity holds; on the listener each request proves its own.
-            let client = interception == nil
-                ? ClientStanding.of(head, address: context.channel.remoteAddress?.addressBytes, services: services, config: snapshot.config)
-                : ClientStanding.unchecked
-            let decision = RequestRouter.route(head, interception: interception, snapshot: snapshot,
-                                               maxHeadBytes: limits.maxHeaderBytes, client: client)
-            currentIdentity = decision.identity
-            execute(machine.routed(head, decision, now: .now()), context: context)
+            guard interception == nil else { return route(head, client: .unchecked, context: context) }
+            let address = context.channel.remoteAddress?.addressBytes
+            let config = services.store.snapshot.config
+            if services.authenticator.answersAtOnce(head.headers["proxy-authorization"], address: address, identities: config.identities) {
+                return route(head, client: ClientStanding.of(head, address: address, services: services, config: config), context: context)
+            }
+            // PBKDF2 (~50 ms) runs on the thread pool; the request waits, unread beyond what arrived.
+            heldForAuthentication = []
+            ClientStanding.resolve(head, address: address, services: services, config: config, on: context.eventLoop)
+                .assumeIsolated().whenComplete { result in
+                    let held = self.heldForAuthentication ?? []
+                    self.heldForAuthentication = nil
+                    guard case .idle = self.machine.state, self.context != nil else { return }  // closed meanwhile
+                    let client = (try? result.get()) ?? .refused(ProxyError(.badRequest, host: nil, detail: "could not check the credential"))
+                    self.route(head, client: client, context: context)
+                    for part in held { self.execute(self.machine.received(part, now: .now()), context: context) }
+                    self.execute(self.machine.clientReadComplete(upstreamWritable: self.machine.heldUpstream?.isWritable ?? true), context: context)
+                }
         case .passOn(let part):
             context.fireChannelRead(wrapInboundOut(part))
         case .acquireUpstream(let plan):
@@ -319,6 +338,13 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
                 self.execute(self.machine.tokenFailed("no token for session \(session): \(error)", for: upstream), context: context)
             }
         }
+    }
+
+    private func route(_ head: HTTPRequestHead, client: ClientStanding, context: ChannelHandlerContext) {
+        let decision = RequestRouter.route(head, interception: interception, snapshot: services.store.snapshot,
+                                           maxHeadBytes: limits.maxHeaderBytes, client: client)
+        currentIdentity = decision.identity
+        execute(machine.routed(head, decision, now: .now()), context: context)
     }
 
     // MARK: Writing
