@@ -52,6 +52,7 @@ enum PolicyDigest {
         put("max_upstream_connections", s.maxUpstreamConnections)
         put("queue_timeout", DurationText.format(s.queueTimeout))
         put("probe_interval", DurationText.format(s.probeInterval))
+        put("upstream_protocol", s.upstreamProtocol.rawValue)
         return lines.joined(separator: "\n")
     }
 }

@@ -28,9 +28,13 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     private var sweeper: DeadlineSweeper?
     /// The server name the app sent in its TLS hello (intercepted sessions), for the log.
     var clientSNI: String?
+    /// HTTP/1.1 on a connection, or one HTTP/2 stream (its head timer is then
+    /// detached: the h2 connection's manager bounds idleness).
+    let clientProtocol: ClientProtocol
 
     init(services: ProxyServices, interception: RequestRouter.Interception?, clientAddress: String,
-         headTimer: RequestHeadTimer, limits: PinproxyConfig.Limits) {
+         headTimer: RequestHeadTimer, limits: PinproxyConfig.Limits, clientProtocol: ClientProtocol = .http1) {
+        self.clientProtocol = clientProtocol
         self.services = services
         self.interception = interception
         self.clientAddress = clientAddress
@@ -329,7 +333,8 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             client: clientAddress, method: exchange.method.rawValue, host: exchange.host.isEmpty ? "-" : exchange.host,
             path: exchange.target, status: status, bytesUp: exchange.bytesUp, bytesDown: exchange.bytesDown,
             seconds: seconds, policy: exchange.policyLabel, pin: exchange.pinVerdict?.metricLabel,
-            upstream: exchange.upstreamAddress, error: exchange.error?.code.rawValue ?? exchange.failure, mode: modeLabel
+            upstream: exchange.upstreamAddress, error: exchange.error?.code.rawValue ?? exchange.failure, mode: modeLabel,
+            clientProtocol: clientProtocol
         ), policy: exchange.policy)
     }
 

@@ -11,7 +11,15 @@ public struct MetricsInstrumentation: ProxyInstrumentation {
     }
 
     public func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double) {
-        metrics.requestCompleted(host: HostLabel(policy), code: status, duration: .seconds(seconds))
+        requestCompleted(policy: policy, status: status, seconds: seconds, protocol: "http1")
+    }
+
+    public func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double, protocol: String) {
+        metrics.requestCompleted(host: HostLabel(policy), code: status, duration: .seconds(seconds), protocol: `protocol`)
+    }
+
+    public func upstreamStreams(policy: HostPolicy?, delta: Int) {
+        metrics.upstreamStreams(host: HostLabel(policy), delta: delta)
     }
 
     public func denied(code: ProxyError.Code) {

@@ -8,6 +8,10 @@ import PinproxyPolicy
 /// can only ever be a policy's pattern or `_none`, never a client's name.
 public protocol ProxyInstrumentation: Sendable {
     func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double)
+    /// The same, with the app's HTTP version (`http1`, `h2`).
+    func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double, protocol: String)
+    /// An upstream HTTP/2 stream opened (+1) or ended (-1).
+    func upstreamStreams(policy: HostPolicy?, delta: Int)
     func denied(code: ProxyError.Code)
     func upstreamHandshake(policy: HostPolicy?, result: UpstreamHandshakeResult, seconds: Double)
     func upstreamTLS(policy: HostPolicy?, version: String, cipher: String, leafNotAfter: Date?)
@@ -18,6 +22,14 @@ public protocol ProxyInstrumentation: Sendable {
     func mintedCertificate()
     func clientHandshake(_ result: ClientHandshakeResult)
     func probe(policy: HostPolicy, success: Bool)
+}
+
+extension ProxyInstrumentation {
+    public func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double, protocol: String) {
+        requestCompleted(policy: policy, status: status, seconds: seconds)
+    }
+
+    public func upstreamStreams(policy: HostPolicy?, delta: Int) {}
 }
 
 /// Reports nothing (tests, and commands that do not serve).
