@@ -92,10 +92,25 @@ final class ClientProtocolSwitch: ChannelInboundHandler, RemovableChannelHandler
         try sync.addHandler(events, position: .after(self))
         try sync.addHandler(http2, position: .after(events))
         try sync.addHandler(manager, position: .after(http2))
+        // The HTTP/1 decoder leaves the pipeline a tick later: connection-level
+        // frames must end before it.
+        try sync.addHandler(HTTP2ConnectionFrameSink(), position: .after(manager))
+        // The connection carries every stream's frames, so it always reads;
+        // each stream's window (opened as its exchange reads) is the backpressure.
+        try context.channel.syncOptions?.setOption(.autoRead, value: true)
+        context.read()
     }
 
     /// Streams an app may open at once on one connection (SETTINGS_MAX_CONCURRENT_STREAMS).
     static let maxConcurrentStreams = 128
+}
+
+/// Takes the connection-level frames (SETTINGS, PING, GOAWAY) the HTTP/2
+/// handlers pass on: nothing after them reads frames.
+final class HTTP2ConnectionFrameSink: ChannelInboundHandler {
+    typealias InboundIn = HTTP2Frame
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
 }
 
 /// An h2 client connection's own events: shutdown becomes a graceful GOAWAY,

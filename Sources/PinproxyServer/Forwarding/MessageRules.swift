@@ -108,7 +108,7 @@ enum MessageRules {
     /// Whether the request's TE names `trailers` (RFC 9110 §10.1.4).
     static func acceptsTrailers(_ headers: HTTPHeaders) -> Bool {
         headers["te"].contains { value in
-            value.split(separator: ",").contains { $0.split(separator: ";")[0].trimmingSpaces.lowercased() == "trailers" }
+            value.split(separator: ",").contains { ($0.split(separator: ";").first ?? "").trimmingSpaces.lowercased() == "trailers" }
         }
     }
 

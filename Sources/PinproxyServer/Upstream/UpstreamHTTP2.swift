@@ -54,6 +54,7 @@ final class UpstreamProtocolSwitch: ChannelInboundHandler, RemovableChannelHandl
         }
         try sync.addHandler(http2, position: .after(self))
         try sync.addHandler(connectionHandler, position: .after(http2))
+        try context.channel.syncOptions?.setOption(.autoRead, value: true)
         slot.multiplexer = UpstreamMultiplexer(streams: try http2.syncMultiplexer(), handler: connectionHandler)
         if let validator = try? sync.handler(type: NIOHTTPRequestHeadersValidator.self) { _ = sync.removeHandler(validator) }
         _ = sync.removeHandler(try sync.handler(type: HTTPRequestEncoder.self))
