@@ -84,6 +84,7 @@ final class ClientProtocolSwitch: ChannelInboundHandler, RemovableChannelHandler
                 // its window reopened) only when its exchange asks, as on HTTP/1.
                 try stream.syncOptions?.setOption(.autoRead, value: false)
                 let sync = stream.pipeline.syncOperations
+                try sync.addHandler(HeadersOnlyResponseMerger())
                 try sync.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
                 try sync.addHandler(makeExchangeHandler.value())
             }
@@ -135,5 +136,50 @@ final class HTTP2ClientConnectionEvents: ChannelInboundHandler {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         logger.debug("HTTP/2 client connection error", metadata: ["error": "\(error)"])
         context.close(promise: nil)
+    }
+}
+
+/// Below a stream's HTTP/1 codec: a response head followed at once by its
+/// end without a body (gRPC's trailers-only answer: an error status in the
+/// head) goes out as one HEADERS frame with END_STREAM, as the upstream sent
+/// it. The codec would write HEADERS, then an empty DATA frame, and a gRPC
+/// client then finds no status where it looks for one.
+final class HeadersOnlyResponseMerger: ChannelOutboundHandler {
+    typealias OutboundIn = HTTP2Frame.FramePayload
+    typealias OutboundOut = HTTP2Frame.FramePayload
+
+    private var held: (HTTP2Frame.FramePayload.Headers, EventLoopPromise<Void>?)?
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let payload = unwrapOutboundIn(data)
+        if let (headers, heldPromise) = held {
+            held = nil
+            if case .data(let data) = payload, data.endStream, data.data.readableBytes == 0 {
+                var merged = headers
+                merged.endStream = true
+                heldPromise?.futureResult.cascade(to: promise)
+                context.write(wrapOutboundOut(.headers(merged)), promise: heldPromise ?? promise)
+                return
+            }
+            context.write(wrapOutboundOut(.headers(headers)), promise: heldPromise)
+        }
+        if case .headers(let headers) = payload, !headers.endStream {
+            held = (headers, promise)
+            return
+        }
+        context.write(data, promise: promise)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        held?.1?.fail(ChannelError.ioOnClosedChannel)
+        held = nil
+    }
+
+    func flush(context: ChannelHandlerContext) {
+        if let (headers, promise) = held {
+            held = nil
+            context.write(wrapOutboundOut(.headers(headers)), promise: promise)
+        }
+        context.flush()
     }
 }
