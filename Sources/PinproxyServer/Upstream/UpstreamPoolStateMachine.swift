@@ -171,6 +171,7 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
     /// connection (`streams` given: its stream capacity) carries the dialler's
     /// stream, and takes waiters on its loop at once; requests that waited
     /// behind a dial that turned out HTTP/1.1 get slots to dial their own.
+    @discardableResult
     mutating func dialled(_ key: Key, connection: Connection, loop: LoopID, streams capacity: Int? = nil) -> [HandOver] {
         var entry = entries[key, default: Entry()]
         entry.starting -= 1
