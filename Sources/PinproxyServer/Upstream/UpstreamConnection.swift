@@ -96,8 +96,14 @@ final class UpstreamConnection: @unchecked Sendable {
     var isWritable: Bool { channel.isWritable }
 
     func write(_ part: HTTPClientRequestPart, promise: EventLoopPromise<Void>? = nil) {
+        if case .end = part { sentEnd = true }
         channel.write(part, promise: promise)
     }
+
+    /// A stream whose request and response both ended is closed by HTTP/2
+    /// itself; any other is reset when its exchange lets go.
+    private(set) var sentEnd = false
+    var isComplete: Bool { sentEnd && (handler?.receivedEnd ?? false) }
 
     func flush() { channel.flush() }
 
@@ -152,7 +158,11 @@ final class UpstreamHTTPHandler: ChannelInboundHandler, RemovableChannelHandler,
         context.fireUserInboundEventTriggered(event)
     }
 
+    /// The response's end arrived (a stream is then over once the request's end is sent).
+    private(set) var receivedEnd = false
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .end = unwrapInboundIn(data) { receivedEnd = true }
         guard let receiver else {
             // A response nobody asked for (an idle pooled connection, or after
             // the exchange let go): taking it as the next request's answer would

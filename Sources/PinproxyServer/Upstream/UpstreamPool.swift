@@ -113,9 +113,10 @@ final class UpstreamPool: @unchecked Sendable {
     func release(_ connection: UpstreamConnection) {
         let now = NIODeadline.now()
         if let parent = connection.parent {
-            // A stream: cut short, it is reset (RST_STREAM); either way its room returns.
+            // A stream: unless both its messages ended, it is reset (RST_STREAM);
+            // either way its room returns.
             connection.receiver = nil
-            if !connection.reusable { connection.close() }
+            if !connection.isComplete { connection.close() }
             streamEnded(on: parent, now: now)
             return
         }
