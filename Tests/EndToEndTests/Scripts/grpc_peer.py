@@ -7,6 +7,7 @@ Messages are raw bytes (identity serializers). The server's methods:
   /t.T/Echo     unary: answers b"echo:" + request
   /t.T/Count    server streaming: b"n=1" … b"n=K" for request b"K"
   /t.T/Fail     unary: PERMISSION_DENIED, details and trailing metadata
+  /t.T/Chat     bidirectional streaming: answers each message with b"re:" + it
 """
 import json
 import sys
@@ -28,6 +29,11 @@ def count(request, context):
         yield b"n=%d" % i
 
 
+def chat(requests, context):
+    for message in requests:
+        yield b"re:" + message
+
+
 def fail(request, context):
     context.set_trailing_metadata((("x-reason", "denied-by-test"), ("x-bin-bin", b"\x00\x01\xff")))
     context.abort(grpc.StatusCode.PERMISSION_DENIED, "no access for test")
@@ -39,6 +45,7 @@ def serve(cert, key):
         "Echo": grpc.unary_unary_rpc_method_handler(echo, **IDENTITY),
         "Count": grpc.unary_stream_rpc_method_handler(count, **IDENTITY),
         "Fail": grpc.unary_unary_rpc_method_handler(fail, **IDENTITY),
+        "Chat": grpc.stream_stream_rpc_method_handler(chat, **IDENTITY),
     })
     server.add_generic_rpc_handlers((handler,))
     credentials = grpc.ssl_server_credentials(((open(key, "rb").read(), open(cert, "rb").read()),))
@@ -57,6 +64,7 @@ def call(target, ca):
     out["echo"] = response.decode()
     out["echo_trailers"] = {k: v for k, v in state.trailing_metadata()}
     out["count"] = [m.decode() for m in channel.unary_stream("/t.T/Count")(b"5", timeout=10)]
+    out["chat"] = [m.decode() for m in channel.stream_stream("/t.T/Chat")(iter([b"a", b"bb", b"ccc"]), timeout=10)]
     try:
         channel.unary_unary("/t.T/Fail")(b"x", timeout=10)
         out["fail"] = "no error"
