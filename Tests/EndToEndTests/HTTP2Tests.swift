@@ -113,6 +113,22 @@ struct HTTP2Tests {
         })
     }
 
+    @Test func http2FalseOffersAppsOnlyHTTP1() async throws {
+        let s = try await Self.setup.value
+        let proxy = try ProxyHarness(policies: """
+            hosts:
+              - match: h2.test
+                upstream: 127.0.0.1:\(s.nginxPort)
+                tls: { ca_file: \(s.pki.rootCertificate) }
+                probe_interval: 0
+            """, mainConfig: "http2: false\nnetwork:\n  allow: [127.0.0.0/8]\n")
+        let result = try ChildProcess.run("curl", ["-s", "--http2", "--cacert", proxy.caFile, "-x", proxy.proxyURL,
+                                                   "-w", "==%{http_version} %{http_code}", "https://h2.test/http2-off"])
+        #expect(result.output.hasSuffix("==1.1 200"), "\(result.output)")
+        // The upstream leg still negotiates HTTP/2: `http2` is about the apps' side only.
+        #expect(result.output.contains("proto=HTTP/2.0"))
+    }
+
     @Test func upstreamProtocolHTTP1KeepsTheUpstreamOnHTTP1() async throws {
         let s = try await Self.setup.value
         let answer = try s.curl("https://h1up.test/h2-app-h1-upstream", ["--http2"])
