@@ -26,8 +26,9 @@ struct MetricFamily: Sendable {
 
 extension MetricFamily {
     static let requests = MetricFamily(
-        name: "requests_total", help: "Requests answered, by policy host, HTTP status (refusals included) and client identity.",
-        labels: ["host", "code", "client"])
+        name: "requests_total",
+        help: "Requests answered, by policy host, HTTP status (refusals included), client identity and the app's HTTP version.",
+        labels: ["host", "code", "client", "protocol"])
     static let requestDuration = MetricFamily(
         name: "request_duration_seconds", help: "Time from request head to the end of the response.",
         labels: ["host"])
@@ -55,6 +56,9 @@ extension MetricFamily {
         labels: [])
     static let upstreamConnections = MetricFamily(
         name: "upstream_connections", help: "Open upstream connections (pooled or in use).",
+        labels: ["host"])
+    static let upstreamStreams = MetricFamily(
+        name: "upstream_streams", help: "Open HTTP/2 streams on upstream connections.",
         labels: ["host"])
     static let bytes = MetricFamily(
         name: "bytes_total", help: "Payload bytes relayed; up is client to upstream.",

@@ -44,6 +44,7 @@ extension PinproxyMetrics {
             counter(.bytes, host, direction.rawValue).increment(by: Int64(0))
         }
         gauge(.upstreamConnections, host).increment(by: 0)
+        gauge(.upstreamStreams, host).increment(by: 0)
         _ = histogram(.requestDuration, buckets: Buckets.request, host)
     }
 

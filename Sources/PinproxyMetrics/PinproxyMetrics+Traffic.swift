@@ -5,8 +5,10 @@ import Foundation
 extension PinproxyMetrics {
     /// One answered request (refusals included, docs/contract.md §10): its status and
     /// the time from its head to the end of the response.
-    public func requestCompleted(host: HostLabel, code: Int, duration: Duration, client: ClientLabel = .anonymous) {
-        counter(.requests, host.value, Self.statusLabel(code), client.value).increment()
+    /// `protocol` is the app's HTTP version: `http1` or `h2` (docs/contract.md §11).
+    public func requestCompleted(host: HostLabel, code: Int, duration: Duration, client: ClientLabel = .anonymous,
+                                 protocol: String = "http1") {
+        counter(.requests, host.value, Self.statusLabel(code), client.value, `protocol` == "h2" ? "h2" : "http1").increment()
         histogram(.requestDuration, buckets: Buckets.request, host.value).record(duration)
     }
 
@@ -34,6 +36,11 @@ extension PinproxyMetrics {
     /// An upstream connection opened (+1) or closed (-1).
     public func upstreamConnections(host: HostLabel, delta: Int) {
         gauge(.upstreamConnections, host.value).increment(by: Double(delta))
+    }
+
+    /// An upstream HTTP/2 stream opened (+1) or ended (-1).
+    public func upstreamStreams(host: HostLabel, delta: Int) {
+        gauge(.upstreamStreams, host.value).increment(by: Double(delta))
     }
 
     /// Payload bytes relayed in one direction (call per chunk or per connection).

@@ -33,6 +33,13 @@ struct BrokenConfigTests {
              expected: ["pinproxy.yaml:2:1: error: unknown key `lisen`; did you mean `listen`?"]),
         Case(name: "negative concurrency", main: "policies: policies\nconcurrency: -2\n", policy: "hosts: []\n",
              expected: ["pinproxy.yaml:2:14: error: `concurrency` must be a whole number ≥ 0, not `-2`"]),
+        Case(name: "unknown upstream_protocol", policy: """
+            hosts:
+              - match: a.example.com
+                upstream_protocol: http2
+            """, expected: ["policies/p.yaml:3:24: error: `upstream_protocol` must be one of `auto`, `http1`, `h2`, not `http2`"]),
+        Case(name: "http2 not a boolean", main: "policies: policies\nhttp2: maybe\n", policy: "hosts: []\n",
+             expected: ["pinproxy.yaml:2:8: error: `http2` must be true or false, not `maybe`"]),
         Case(name: "wrong type: scalar for integer", policy: """
             hosts:
               - match: a.example.com

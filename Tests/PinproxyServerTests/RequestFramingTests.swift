@@ -67,6 +67,22 @@ struct RequestFramingTests {
         #expect(up.headers["transfer-encoding"].isEmpty)
     }
 
+    @Test(arguments: [
+        ("trailers", true), ("Trailers", true), ("deflate, trailers;q=1", true), ("gzip", false), (";", false), ("", false),
+    ])
+    func teGoesUpOnlyAsTrailers(value: String, kept: Bool) throws {
+        let client = head(.POST, [("Host", "a.test"), ("Content-Length", "0"), ("TE", value)])
+        let up = MessageRules.upstreamHead(from: client, target: "/x", hostHeader: "a.test", rules: nil, framing: try RequestFraming.of(client).get())
+        // gRPC needs `te: trailers` end to end (docs/contract.md §11); any other TE is hop-by-hop.
+        #expect(up.headers["te"] == (kept ? ["trailers"] : []))
+    }
+
+    @Test func anHTTP2RequestBodyWithoutLengthIsChunkedUpstream() throws {
+        // HTTP/2's codec marks a body delimited by END_STREAM as chunked; that is framing, not an HTTP/1.0 error.
+        let client = head(.POST, version: HTTPVersion(major: 2, minor: 0), [("host", "a.test"), ("transfer-encoding", "chunked")])
+        #expect(try RequestFraming.of(client).get() == .chunked)
+    }
+
     @Test func hopByHopStrippingKeepsEveryOtherFieldInOrder() {
         var headers = HTTPHeaders([("A", "1"), ("Connection", "x-a, X-B"), ("x-a", "2"), ("B", "3"), ("X-b", "4"), ("Keep-Alive", "5"), ("C", "6")])
         MessageRules.stripHopByHop(&headers)

@@ -18,9 +18,11 @@ struct UpstreamPoolStateMachineTests {
     var loopB: ObjectIdentifier { ObjectIdentifier(loops[1]) }
     let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
 
-    private func acquire(_ machine: inout Machine, loop: ObjectIdentifier, at now: NIODeadline, limit: Int = 1) -> String {
-        switch machine.acquire(key, limit: limit, loop: loop, now: now, maxIdle: .seconds(60), isAlive: { _ in true }).0 {
+    private func acquire(_ machine: inout Machine, loop: ObjectIdentifier, at now: NIODeadline, limit: Int = 1,
+                         mayMultiplex: Bool = false) -> String {
+        switch machine.acquire(key, limit: limit, loop: loop, now: now, maxIdle: .seconds(60), mayMultiplex: mayMultiplex, isAlive: { _ in true }).0 {
         case .lease: return "lease"
+        case .stream: return "stream"
         case .dial: return "dial"
         case .wait(let id): return "wait#\(id)"
         }
@@ -124,5 +126,111 @@ struct UpstreamPoolStateMachineTests {
         #expect(handOver == nil)
         #expect(close === conn)
         #expect(machine.entries[key] == nil)
+    }
+
+    // MARK: HTTP/2 connections (docs/contract.md §11)
+
+    private func grants(_ handOvers: [Machine.HandOver]) -> [String] {
+        handOvers.map { handOver in
+            switch handOver.grant {
+            case .connection: return "#\(handOver.waiter.id) connection"
+            case .stream: return "#\(handOver.waiter.id) stream"
+            case .permit: return "#\(handOver.waiter.id) permit"
+            }
+        }
+    }
+
+    @Test func anHTTP2ConnectionCarriesStreamsUpToItsCapacityAndCountsAsOneConnection() {
+        var machine = Machine()
+        let conn = Conn()
+        #expect(acquire(&machine, loop: loopA, at: t0, limit: 1, mayMultiplex: true) == "dial")
+        machine.dialled(key, connection: conn, loop: loopA, streams: 3)
+        #expect(acquire(&machine, loop: loopA, at: t0, limit: 1, mayMultiplex: true) == "stream")
+        #expect(acquire(&machine, loop: loopA, at: t0, limit: 1, mayMultiplex: true) == "stream")
+        #expect(machine.entries[key]?.members.first?.state == .streaming(3))
+        #expect(machine.entries[key]?.open == 1)
+        // Full, and max_upstream_connections (1) reached: the fourth waits in the same line.
+        #expect(acquire(&machine, loop: loopA, at: t0, limit: 1, mayMultiplex: true) == "wait#1")
+        let (handOvers, close) = machine.streamEnded(key, connection: conn, now: t0)
+        #expect(grants(handOvers) == ["#1 stream"])
+        #expect(close == nil)
+        #expect(machine.entries[key]?.members.first?.state == .streaming(3))
+    }
+
+    @Test func requestsWaitBehindAFirstDialThatMayBeHTTP2AndRideOnItsStreams() {
+        var machine = Machine()
+        let conn = Conn()
+        #expect(acquire(&machine, loop: loopA, at: t0, limit: 8, mayMultiplex: true) == "dial")
+        #expect(acquire(&machine, loop: loopA, at: t0, limit: 8, mayMultiplex: true) == "wait#1")
+        #expect(acquire(&machine, loop: loopA, at: t0, limit: 8, mayMultiplex: true) == "wait#2")
+        #expect(machine.entries[key]?.open == 1)
+        let handOvers = machine.dialled(key, connection: conn, loop: loopA, streams: 100)
+        #expect(grants(handOvers) == ["#1 stream", "#2 stream"])
+        #expect(machine.entries[key]?.members.first?.state == .streaming(3))
+        #expect(machine.entries[key]?.waiters.isEmpty == true)
+    }
+
+    @Test func requestsThatWaitedBehindADialThatTurnedOutHTTP1GetSlotsToDial() {
+        var machine = Machine()
+        #expect(acquire(&machine, loop: loopA, at: t0, limit: 2, mayMultiplex: true) == "dial")
+        #expect(acquire(&machine, loop: loopA, at: t0, limit: 2, mayMultiplex: true) == "wait#1")
+        #expect(acquire(&machine, loop: loopA, at: t0, limit: 2, mayMultiplex: true) == "wait#2")
+        let handOvers = machine.dialled(key, connection: Conn(), loop: loopA)
+        // One slot left under the limit: the first waiter dials, the second keeps waiting.
+        #expect(grants(handOvers) == ["#1 permit"])
+        #expect(machine.entries[key]?.open == 2)
+        // Known HTTP/1.1 now: nobody waits behind a dial any more.
+        #expect(acquire(&machine, loop: loopB, at: t0, limit: 3, mayMultiplex: true) == "dial")
+    }
+
+    @Test func withoutMultiplexingABurstDialsUpToTheLimitAsBefore() {
+        var machine = Machine()
+        #expect(acquire(&machine, loop: loopA, at: t0, limit: 2) == "dial")
+        #expect(acquire(&machine, loop: loopA, at: t0, limit: 2) == "dial")
+        #expect(acquire(&machine, loop: loopA, at: t0, limit: 2) == "wait#1")
+    }
+
+    @Test func anIdleHTTP2ConnectionIsReusedAndGOAWAYDrainsItThenClosesIt() {
+        var machine = Machine()
+        let conn = Conn()
+        _ = acquire(&machine, loop: loopA, at: t0, limit: 4, mayMultiplex: true)
+        machine.dialled(key, connection: conn, loop: loopA, streams: 10)
+        _ = machine.streamEnded(key, connection: conn, now: t0)
+        #expect(machine.entries[key]?.idleCount == 1)
+        #expect(acquire(&machine, loop: loopA, at: t0 + .seconds(1), limit: 4, mayMultiplex: true) == "stream")
+        #expect(acquire(&machine, loop: loopA, at: t0 + .seconds(1), limit: 4, mayMultiplex: true) == "stream")
+        // GOAWAY: no new stream on it; the streams in flight finish.
+        let (none, stillOpen) = machine.streamCapacityChanged(key, connection: conn, to: 0)
+        #expect(none.isEmpty && stillOpen == nil)
+        #expect(acquire(&machine, loop: loopA, at: t0 + .seconds(2), limit: 4, mayMultiplex: true) == "dial")
+        _ = machine.streamEnded(key, connection: conn, now: t0 + .seconds(3))
+        let (_, close) = machine.streamEnded(key, connection: conn, now: t0 + .seconds(3))
+        #expect(close === conn)
+        #expect(machine.entries[key]?.members.isEmpty == true)
+    }
+
+    @Test func aLowerStreamLimitFromSettingsHoldsNewStreamsBack() {
+        var machine = Machine()
+        let conn = Conn()
+        _ = acquire(&machine, loop: loopA, at: t0, limit: 1, mayMultiplex: true)
+        machine.dialled(key, connection: conn, loop: loopA, streams: 100)
+        _ = machine.streamCapacityChanged(key, connection: conn, to: 1)
+        #expect(acquire(&machine, loop: loopA, at: t0, limit: 1, mayMultiplex: true) == "wait#1")
+        let (handOvers, _) = machine.streamCapacityChanged(key, connection: conn, to: 2)
+        #expect(grants(handOvers) == ["#1 stream"])
+    }
+
+    @Test func anHTTP2ConnectionThatClosesGivesItsSlotToAWaiter() {
+        var machine = Machine()
+        let conn = Conn()
+        _ = acquire(&machine, loop: loopA, at: t0, limit: 1, mayMultiplex: true)
+        machine.dialled(key, connection: conn, loop: loopA, streams: 1)
+        #expect(acquire(&machine, loop: loopA, at: t0, limit: 1, mayMultiplex: true) == "wait#1")
+        let handOver = machine.closed(key, connection: conn)
+        #expect(handOver?.waiter.id == 1)
+        // Its streams' ends, reported later, change nothing.
+        let (late, close) = machine.streamEnded(key, connection: conn, now: t0)
+        #expect(late.isEmpty && close == nil)
+        #expect(machine.entries[key]?.open == 1)
     }
 }

@@ -52,7 +52,7 @@ var (
 	proxyURL    = flag.String("proxy", "", "http://host:port of the proxy; empty for direct")
 	caFile      = flag.String("ca", "", "the only CA certificate to trust (PEM)")
 	issuer      = flag.String("issuer", "", "required common name of the leaf's issuer")
-	mode        = flag.String("mode", "keepalive", "keepalive | newconn | idle")
+	mode        = flag.String("mode", "keepalive", "keepalive | newconn | idle | h2")
 	concurrency = flag.Int("c", 16, "concurrent clients")
 	duration    = flag.Duration("duration", 10*time.Second, "how long to run (upper bound)")
 	maxRequests = flag.Int64("max-requests", 5_000_000, "stop after this many requests (upper bound)")
@@ -126,6 +126,11 @@ func main() {
 	switch *mode {
 	case "keepalive", "newconn":
 		res = runLoad(&c, newTransport(*mode == "keepalive", *concurrency))
+	case "h2":
+		// One app connection, -c requests in flight on it as HTTP/2 streams.
+		transport := newTransport(true, 1)
+		transport.ForceAttemptHTTP2 = true
+		res = runLoad(&c, transport)
 	case "idle":
 		res = runIdle(&c, func() *http.Transport { return newTransport(true, 1) })
 	default:
@@ -166,6 +171,9 @@ func fetch(c *counters, client *http.Client, ctx context.Context) error {
 	resp.Body.Close()
 	if copyErr != nil {
 		return copyErr
+	}
+	if *mode == "h2" && resp.ProtoMajor != 2 {
+		return fmt.Errorf("answered over %s, not HTTP/2", resp.Proto)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("status %d (X-Pinproxy-Error %q)", resp.StatusCode, resp.Header.Get("X-Pinproxy-Error"))

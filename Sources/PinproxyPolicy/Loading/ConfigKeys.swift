@@ -7,7 +7,7 @@
 public enum ConfigKeys {
     /// The main file (`etc/pinproxy.yaml`).
     public static let main: [String: [String]] = [
-        "": ["listen", "admin", "ca", "policies", "default_action", "concurrency", "clients", "network", "limits", "spotify", "log"],
+        "": ["listen", "admin", "ca", "policies", "default_action", "concurrency", "clients", "network", "limits", "spotify", "log", "http2"],
         "admin": ["listen"],
         "ca": ["cert", "key"],
         "clients": ["allow", "identities", "require_identity"],
@@ -30,7 +30,7 @@ public enum ConfigKeys {
         "hosts[]": [
             "match", "action", "upstream", "upgrade_to_tls", "tls", "pins", "auth", "headers",
             "connect_timeout", "handshake_timeout", "response_timeout", "retries",
-            "max_upstream_connections", "queue_timeout", "probe_interval", "clients", "upstream_proxy",
+            "max_upstream_connections", "queue_timeout", "probe_interval", "clients", "upstream_proxy", "upstream_protocol",
         ],
         "hosts[].tls": [
             "min_version", "allow_legacy_tls", "max_version", "ciphers", "ciphersuites", "ca_file",

@@ -41,6 +41,7 @@ struct MainConfigLoader {
         if let v = top.path("policies") { config.policiesPath = v }
         if let v = top.choice("default_action", PinproxyConfig.DefaultAction.self) { config.defaultAction = v }
         if let v = top.int("concurrency") { config.concurrency = v }
+        if let v = top.bool("http2") { config.http2 = v }
         if let clients = top.child("clients", table: table) {
             ClientsConfigReader().read(clients, into: &config)
         }

@@ -103,6 +103,7 @@ private struct HostPolicyReader {
             maxUpstreamConnections: entry.int("max_upstream_connections", atLeast: 1) ?? HostPolicyDefaults.maxUpstreamConnections,
             queueTimeout: entry.duration("queue_timeout") ?? HostPolicyDefaults.queueTimeout,
             probeInterval: entry.duration("probe_interval") ?? .seconds(600),
+            upstreamProtocol: entry.choice("upstream_protocol", HostPolicySpec.UpstreamProtocol.self) ?? .auto,
             file: file,
             sourceMap: map)
         spec.clients = readClients()

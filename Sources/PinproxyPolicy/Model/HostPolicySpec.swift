@@ -13,6 +13,25 @@ public struct HostPolicySpec: Sendable, Hashable {
         case deny
     }
 
+    /// `upstream_protocol`: what the upstream leg offers in ALPN.
+    public enum UpstreamProtocol: String, Sendable, Hashable, CaseIterable {
+        /// `h2, http/1.1`: the server chooses.
+        case auto
+        /// `http/1.1` only.
+        case http1
+        /// `h2` only: a server that does not select it fails the handshake's ALPN.
+        case h2
+
+        /// The ALPN list the upstream leg offers, most preferred first.
+        public var alpn: [String] {
+            switch self {
+            case .auto: return ["h2", "http/1.1"]
+            case .http1: return ["http/1.1"]
+            case .h2: return ["h2"]
+            }
+        }
+    }
+
     public var match: HostPattern
     public var action: Action
     /// Dial these instead of the host (tried in order on connect failure); empty: the host itself.
@@ -38,6 +57,8 @@ public struct HostPolicySpec: Sendable, Hashable {
     public var clients: [ClientRule]? = nil
     /// `upstream_proxy:`: the parent proxy the upstream leg goes through.
     public var upstreamProxy: UpstreamProxy? = nil
+    /// Which HTTP version the upstream leg offers in ALPN (docs/contract.md §11).
+    public var upstreamProtocol: UpstreamProtocol = .auto
     /// The policy file, absolute.
     public var file: String
     public var sourceMap: SourceMap

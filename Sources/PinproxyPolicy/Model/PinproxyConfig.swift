@@ -26,6 +26,9 @@ public struct PinproxyConfig: Sendable {
     public var concurrency: Int
     public var spotify: SpotifyConfig
     public var log: Log
+    /// Offer HTTP/2 to apps on intercepted sessions (ALPN `h2, http/1.1`);
+    /// false offers only `http/1.1` (docs/contract.md §11).
+    public var http2: Bool = true
     public var sourceMap: SourceMap
 
     public struct Admin: Sendable, Hashable {

@@ -43,7 +43,8 @@ struct PolicyCompiler {
             cipherSuites: tls.ciphersuites,
             trustRoots: tls.caFile.map { .file($0) } ?? .system,
             certificateChain: chain,
-            privateKey: key)
+            privateKey: key,
+            applicationProtocols: spec.upstreamProtocol.alpn)
         if failed {
             // Still judge the ciphers and trust file, so every problem shows at once.
             configuration.certificateChain = []

@@ -57,6 +57,7 @@ enum PolicyDigest {
         put("upstream_proxy", s.upstreamProxy.map { proxy in
             "\(proxy)|\(proxy.credentials.map { SHA256Digest.base64(Array($0.reveal().utf8)) } ?? "")"
         })
+        put("upstream_protocol", s.upstreamProtocol.rawValue)
         return lines.joined(separator: "\n")
     }
 }

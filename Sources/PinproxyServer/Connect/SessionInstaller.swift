@@ -33,7 +33,18 @@ enum SessionInstaller {
                 return leaf
             }
         }
-        try sync.addHandler(TLSHandler(serverContext: services.interceptionContext, certificateSelector: selector), position: .last)
+        let http2 = services.store.snapshot.config.http2
+        let tls = try TLSHandler(serverContext: http2 ? services.interceptionContext : services.interceptionContextHTTP1,
+                             certificateSelector: selector)
+        try sync.addHandler(tls, position: .last)
+        // HTTP/1.1 layers go in now (an app may offer no ALPN); an `h2`
+        // handshake swaps them for HTTP/2's, one exchange handler per stream.
+        let interception = RequestRouter.Interception(host: host, port: port, policy: policy)
+        let protocolSwitch = ClientProtocolSwitch(limits: limits, logger: services.logger) {
+            HTTPExchangeHandler(services: services, interception: interception, clientAddress: clientAddress,
+                                headTimer: timer.makeSibling(), limits: limits, clientProtocol: .h2)
+        }
+        try sync.addHandler(protocolSwitch, position: .last)
         try sync.addHandler(timer, position: .last)
         try sync.configureHTTPServerPipeline(
             position: .last, withPipeliningAssistance: false, withServerUpgrade: nil, withErrorHandling: false,

@@ -33,9 +33,13 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     /// Parts read while a credential is checked off the event loop (absolute-form,
     /// not cached): no further read is asked for, and they are replayed after routing.
     private var heldForAuthentication: [HTTPServerRequestPart]?
+    /// HTTP/1.1 on a connection, or one HTTP/2 stream (its head timer is then
+    /// detached: the h2 connection's manager bounds idleness).
+    let clientProtocol: ClientProtocol
 
     init(services: ProxyServices, interception: RequestRouter.Interception?, clientAddress: String,
-         headTimer: RequestHeadTimer, limits: PinproxyConfig.Limits) {
+         headTimer: RequestHeadTimer, limits: PinproxyConfig.Limits, clientProtocol: ClientProtocol = .http1) {
+        self.clientProtocol = clientProtocol
         self.services = services
         self.interception = interception
         self.clientAddress = clientAddress
@@ -367,7 +371,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             path: exchange.target, status: status, bytesUp: exchange.bytesUp, bytesDown: exchange.bytesDown,
             seconds: seconds, policy: exchange.policyLabel, pin: exchange.pinVerdict?.metricLabel,
             upstream: exchange.upstreamAddress, error: exchange.error?.code.rawValue ?? exchange.failure, mode: modeLabel,
-            identity: exchange.identity
+            identity: exchange.identity, clientProtocol: clientProtocol
         ), policy: exchange.policy)
     }
 

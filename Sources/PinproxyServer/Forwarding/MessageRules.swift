@@ -90,7 +90,11 @@ enum MessageRules {
     /// policy's header rules can change how the body is delimited.
     static func upstreamHead(from head: HTTPRequestHead, target: String, hostHeader: String, rules: HeaderRules?, framing: RequestFraming) -> HTTPRequestHead {
         var headers = head.headers
+        let trailers = acceptsTrailers(head.headers)
         stripHopByHop(&headers)
+        // `te: trailers` is the one TE HTTP/2 allows, and gRPC needs it end to end
+        // (docs/contract.md §11); any other TE value stays hop-by-hop.
+        if trailers { headers.add(name: "te", value: "trailers") }
         if headers["host"].isEmpty { headers.add(name: "Host", value: hostHeader) }
         if let rules {
             for name in rules.remove { headers.remove(name: name) }
@@ -99,6 +103,13 @@ enum MessageRules {
         framing.apply(to: &headers)
         headers.add(name: "Via", value: head.version.major == 1 && head.version.minor == 0 ? "1.0 pinproxy" : Via.value)
         return HTTPRequestHead(version: .http1_1, method: head.method, uri: target, headers: headers)
+    }
+
+    /// Whether the request's TE names `trailers` (RFC 9110 §10.1.4).
+    static func acceptsTrailers(_ headers: HTTPHeaders) -> Bool {
+        headers["te"].contains { value in
+            value.split(separator: ",").contains { ($0.split(separator: ";").first ?? "").trimmingSpaces.lowercased() == "trailers" }
+        }
     }
 
     /// The head sent back to the client: hop-by-hop removed, `Via` added.

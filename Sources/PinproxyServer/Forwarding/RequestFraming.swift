@@ -68,7 +68,8 @@ enum RequestFraming: Equatable, Sendable {
             guard encodings.count == 1, encodings[0].lowercased() == "chunked" else {
                 return .failure(.init("Transfer-Encoding must be exactly \"chunked\", not \"\(encodings.joined(separator: ", "))\""))
             }
-            guard head.version.major == 1 && head.version.minor >= 1 else {
+            // HTTP/2's codec writes `chunked` for a body delimited by END_STREAM.
+            guard head.version.major >= 2 || (head.version.major == 1 && head.version.minor >= 1) else {
                 return .failure(.init("Transfer-Encoding in an HTTP/1.0 request"))
             }
             return .success(.chunked)

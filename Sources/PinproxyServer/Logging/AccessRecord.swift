@@ -20,6 +20,8 @@ struct AccessRecord {
     var mode: String
     /// The configured identity the client proved; `-` in the line when none.
     var identity: String? = nil
+    /// The app's HTTP version; the line names it only when it is HTTP/2.
+    var clientProtocol: ClientProtocol = .http1
 
     func log(to accessLog: AccessLog) {
         switch accessLog.destination {
@@ -39,7 +41,9 @@ struct AccessRecord {
         out += ",\"host\":\(JSONString.quote(host)),\"identity\":\(JSONString.quote(identity ?? "-")),\"method\":\(JSONString.quote(method)),\"mode\":\(JSONString.quote(mode))"
         out += ",\"path\":\(JSONString.quote(Self.withoutQuery(path)))"
         if let pin { out += ",\"pin\":\(JSONString.quote(pin))" }
-        out += ",\"policy\":\(JSONString.quote(policy)),\"status\":\(status)"
+        out += ",\"policy\":\(JSONString.quote(policy))"
+        if clientProtocol != .http1 { out += ",\"protocol\":\"\(clientProtocol.rawValue)\"" }
+        out += ",\"status\":\(status)"
         if let upstream { out += ",\"upstream\":\(JSONString.quote(upstream))" }
         out += "}\n"
         return out
@@ -55,6 +59,7 @@ struct AccessRecord {
         if let pin { metadata["pin"] = "\(pin)" }
         if let upstream { metadata["upstream"] = "\(upstream)" }
         if let error { metadata["error"] = "\(error)" }
+        if clientProtocol != .http1 { metadata["protocol"] = "\(clientProtocol.rawValue)" }
         logger.info("request", metadata: metadata)
     }
 

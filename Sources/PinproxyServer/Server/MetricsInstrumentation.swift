@@ -10,8 +10,13 @@ public struct MetricsInstrumentation: ProxyInstrumentation {
         self.metrics = metrics
     }
 
-    public func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double, client: String) {
-        metrics.requestCompleted(host: HostLabel(policy), code: status, duration: .seconds(seconds), client: ClientLabel(client))
+    public func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double, client: String, protocol: String) {
+        metrics.requestCompleted(host: HostLabel(policy), code: status, duration: .seconds(seconds), client: ClientLabel(client),
+                                 protocol: `protocol`)
+    }
+
+    public func upstreamStreams(policy: HostPolicy?, delta: Int) {
+        metrics.upstreamStreams(host: HostLabel(policy), delta: delta)
     }
 
     public func denied(code: ProxyError.Code, client: String) {

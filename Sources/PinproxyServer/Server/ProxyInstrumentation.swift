@@ -7,11 +7,14 @@ import PinproxyPolicy
 /// Hosts are given as the policy that matched (nil: none), so a metric label
 /// can only ever be a policy's pattern or `_none`, never a client's name.
 public protocol ProxyInstrumentation: Sendable {
-    /// `client`: a configured identity name or `_anonymous` (docs/contract.md §15).
-    func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double, client: String)
+    /// `client`: a configured identity name or `_anonymous` (docs/contract.md §15);
+    /// `protocol`: the app's HTTP version, `http1` or `h2` (docs/contract.md §11).
+    func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double, client: String, protocol: String)
     func denied(code: ProxyError.Code, client: String)
     /// A failed proxy login, under the identity it named (`_unknown` when not configured).
     func proxyAuthFailed(client: String)
+    /// An upstream HTTP/2 stream opened (+1) or ended (-1).
+    func upstreamStreams(policy: HostPolicy?, delta: Int)
     func upstreamHandshake(policy: HostPolicy?, result: UpstreamHandshakeResult, seconds: Double)
     func upstreamTLS(policy: HostPolicy?, version: String, cipher: String, leafNotAfter: Date?)
     func pinValidation(policy: HostPolicy?, verdict: PinVerdict)
@@ -26,7 +29,8 @@ public protocol ProxyInstrumentation: Sendable {
 /// Reports nothing (tests, and commands that do not serve).
 public struct NoInstrumentation: ProxyInstrumentation {
     public init() {}
-    public func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double, client: String) {}
+    public func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double, client: String, protocol: String) {}
+    public func upstreamStreams(policy: HostPolicy?, delta: Int) {}
     public func denied(code: ProxyError.Code, client: String) {}
     public func proxyAuthFailed(client: String) {}
     public func upstreamHandshake(policy: HostPolicy?, result: UpstreamHandshakeResult, seconds: Double) {}
@@ -41,9 +45,10 @@ public struct NoInstrumentation: ProxyInstrumentation {
 }
 
 extension ProxyInstrumentation {
-    /// For callers that know no client (before a request, anonymous by definition).
+    /// For callers that know no client (before a request, anonymous by definition)
+    /// and no HTTP version yet (refusals before any HTTP/2 session exists).
     public func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double) {
-        requestCompleted(policy: policy, status: status, seconds: seconds, client: ClientPrincipal.metricLabelAnonymous)
+        requestCompleted(policy: policy, status: status, seconds: seconds, client: ClientPrincipal.metricLabelAnonymous, protocol: "http1")
     }
 
     public func denied(code: ProxyError.Code) {

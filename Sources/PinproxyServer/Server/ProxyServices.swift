@@ -11,6 +11,8 @@ final class ProxyServices: Sendable {
     let ca: CertificateAuthority
     /// The interception leg's server context: one SSL_CTX, certificates chosen per CONNECT host.
     let interceptionContext: TLSContext
+    /// The same, offering only `http/1.1` (main config `http2: false`).
+    let interceptionContextHTTP1: TLSContext
     let connector: UpstreamConnector
     let pool: UpstreamPool
     let instrumentation: any ProxyInstrumentation
@@ -27,7 +29,10 @@ final class ProxyServices: Sendable {
         self.instrumentation = instrumentation
         self.logger = logger
         self.accessLog = AccessLog(accessLog)
-        self.interceptionContext = try TLSContext(configuration: .server(minimumVersion: .v1_2))
+        var interception = TLSConfiguration.server(minimumVersion: .v1_2)
+        interception.applicationProtocols = ["h2", "http/1.1"]
+        self.interceptionContext = try TLSContext(configuration: interception)
+        self.interceptionContextHTTP1 = try TLSContext(configuration: .server(minimumVersion: .v1_2))
         let network = store.snapshot.config.network
         self.connector = UpstreamConnector(addressGuard: AddressGuard(network), instrumentation: instrumentation, logger: logger)
         self.pool = UpstreamPool(maxIdleTime: TimeAmount(store.snapshot.config.limits.idleTimeout))
@@ -37,22 +42,32 @@ final class ProxyServices: Sendable {
     /// new one dialled under a pool slot (the slot is returned if the dial fails).
     func checkout(_ plan: DialPlan, on loop: any EventLoop) -> EventLoopFuture<(connection: UpstreamConnection, reused: Bool)> {
         let policy = plan.policy
+        // Only TLS negotiates HTTP/2 (ALPN); `upstream_protocol: http1` never offers it.
+        let mayMultiplex = plan.tls && policy?.spec.upstreamProtocol != .http1
         return pool.acquire(
             plan.poolKey, limit: policy?.spec.maxUpstreamConnections ?? 64,
-            queueTimeout: TimeAmount(policy?.spec.queueTimeout ?? .seconds(5)), on: loop
+            queueTimeout: TimeAmount(policy?.spec.queueTimeout ?? .seconds(5)), mayMultiplex: mayMultiplex, on: loop
         ).flatMap { lease in
             switch lease {
             case .connection(let connection):
                 return loop.makeSucceededFuture((connection, true))
+            case .stream(let connection):
+                return self.openStream(on: connection, policy: policy, reused: true)
             case .permit:
-                return self.connector.connect(plan, on: loop).map { connection in
+                return self.connector.connect(plan, on: loop).flatMap { connection in
                     self.pool.opened(connection)
                     self.instrumentation.upstreamConnections(policy: policy, delta: 1)
                     connection.onClose = {
                         self.pool.closed(connection)
                         self.instrumentation.upstreamConnections(policy: policy, delta: -1)
                     }
-                    return (connection, false)
+                    if let multiplexer = connection.multiplexer {
+                        multiplexer.handler.onCapacity = { [pool = self.pool] capacity in
+                            pool.streamCapacityChanged(connection, to: capacity)
+                        }
+                        return self.openStream(on: connection, policy: policy, reused: false)
+                    }
+                    return loop.makeSucceededFuture((connection, false))
                 }.flatMapError { error in
                     self.pool.permitReturned(plan.poolKey)
                     return loop.makeFailedFuture(error)
@@ -61,11 +76,26 @@ final class ProxyServices: Sendable {
         }
     }
 
+    /// A stream on a pooled HTTP/2 connection (its place in the pool is counted
+    /// already; given back if the stream cannot be opened).
+    private func openStream(on connection: UpstreamConnection, policy: HostPolicy?, reused: Bool)
+        -> EventLoopFuture<(connection: UpstreamConnection, reused: Bool)> {
+        connection.multiplexer!.openStream(on: connection).map { stream in
+            self.instrumentation.upstreamStreams(policy: policy, delta: 1)
+            stream.channel.closeFuture.whenComplete { _ in self.instrumentation.upstreamStreams(policy: policy, delta: -1) }
+            return (stream, reused)
+        }.flatMapError { error in
+            self.pool.streamEnded(on: connection)
+            return connection.channel.eventLoop.makeFailedFuture(ProxyError(.connectFailed, host: connection.key.host,
+                detail: "could not open an HTTP/2 stream to \(connection.key.host): \(UpstreamConnector.describe(error))"))
+        }
+    }
+
     /// One answered request: counted (status, duration, bytes under the
     /// policy's label) and written to the access log.
     func recordAccess(_ record: AccessRecord, policy: HostPolicy?) {
         instrumentation.requestCompleted(policy: policy, status: record.status, seconds: record.seconds,
-                                         client: ClientPrincipal.label(record.identity))
+                                         client: ClientPrincipal.label(record.identity), protocol: record.clientProtocol.rawValue)
         instrumentation.bytes(policy: policy, up: record.bytesUp, down: record.bytesDown)
         record.log(to: accessLog)
     }

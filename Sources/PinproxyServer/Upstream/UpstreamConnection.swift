@@ -17,6 +17,12 @@ protocol UpstreamResponseReceiver: AnyObject {
 /// One upstream connection (TCP, TLS per the host's policy, HTTP/1.1), owned
 /// by the pool and lent to one request at a time. Confined to its event loop,
 /// which is also the event loop of every client connection it serves.
+///
+/// HTTP/2 (docs/contract.md §11): the pool holds the connection (`multiplexer`
+/// set, no HTTP handler of its own), and an exchange holds one of its streams:
+/// an `UpstreamConnection` too, whose channel is the stream's, with the
+/// HTTP/1 codec view on it and `parent` the connection. The exchange code
+/// cannot tell the two apart.
 final class UpstreamConnection: @unchecked Sendable {
     let channel: any Channel
     let key: UpstreamPool.Key
@@ -26,15 +32,39 @@ final class UpstreamConnection: @unchecked Sendable {
     let handshake: TLSHandshakeInfo?
     /// The address actually dialled.
     let remoteAddress: String
-    fileprivate let handler: UpstreamHTTPHandler
+    /// The HTTP/1 view: the connection's (HTTP/1.1) or the stream's. Nil on an HTTP/2 connection.
+    fileprivate let handler: UpstreamHTTPHandler?
+    private let closeReporter: any UpstreamCloseReporter
+    /// An HTTP/2 connection: opens streams.
+    let multiplexer: UpstreamMultiplexer?
+    /// A stream: the HTTP/2 connection it belongs to.
+    let parent: UpstreamConnection?
 
     /// False once a response said `Connection: close` or a message was cut short.
     var reusable = true
 
-    init(channel: any Channel, key: UpstreamPool.Key, handler: UpstreamHTTPHandler, pinEvaluation: PinEvaluation?, handshake: TLSHandshakeInfo?) {
+    init(channel: any Channel, key: UpstreamPool.Key, handler: UpstreamHTTPHandler, pinEvaluation: PinEvaluation?, handshake: TLSHandshakeInfo?,
+         parent: UpstreamConnection? = nil) {
         self.channel = channel
         self.key = key
         self.handler = handler
+        self.closeReporter = handler
+        self.multiplexer = nil
+        self.parent = parent
+        self.pinEvaluation = pinEvaluation
+        self.handshake = handshake
+        self.createdAt = Date()
+        self.remoteAddress = parent?.remoteAddress ?? channel.remoteAddress?.hostPort ?? "?"
+    }
+
+    /// An HTTP/2 connection.
+    init(channel: any Channel, key: UpstreamPool.Key, multiplexer: UpstreamMultiplexer, pinEvaluation: PinEvaluation?, handshake: TLSHandshakeInfo?) {
+        self.channel = channel
+        self.key = key
+        self.handler = nil
+        self.closeReporter = multiplexer.handler
+        self.multiplexer = multiplexer
+        self.parent = nil
         self.pinEvaluation = pinEvaluation
         self.handshake = handshake
         self.createdAt = Date()
@@ -42,20 +72,20 @@ final class UpstreamConnection: @unchecked Sendable {
     }
 
     var receiver: (any UpstreamResponseReceiver)? {
-        get { handler.receiver }
+        get { handler?.receiver }
         set {
             channel.eventLoop.preconditionInEventLoop()
-            handler.receiver = newValue
+            handler?.receiver = newValue
         }
     }
 
     /// Told once when the channel closes; told at once if it already has.
     var onClose: (() -> Void)? {
-        get { handler.onClose }
+        get { closeReporter.onClose }
         set {
             channel.eventLoop.preconditionInEventLoop()
             if channel.isActive {
-                handler.onClose = newValue
+                closeReporter.onClose = newValue
             } else {
                 newValue?()
             }
@@ -66,8 +96,14 @@ final class UpstreamConnection: @unchecked Sendable {
     var isWritable: Bool { channel.isWritable }
 
     func write(_ part: HTTPClientRequestPart, promise: EventLoopPromise<Void>? = nil) {
+        if case .end = part { sentEnd = true }
         channel.write(part, promise: promise)
     }
+
+    /// A stream whose request and response both ended is closed by HTTP/2
+    /// itself; any other is reset when its exchange lets go.
+    private(set) var sentEnd = false
+    var isComplete: Bool { sentEnd && (handler?.receivedEnd ?? false) }
 
     func flush() { channel.flush() }
 
@@ -77,10 +113,15 @@ final class UpstreamConnection: @unchecked Sendable {
     func close() { channel.close(promise: nil) }
 }
 
+/// Whoever tells the pool a connection went away.
+protocol UpstreamCloseReporter: AnyObject {
+    var onClose: (() -> Void)? { get set }
+}
+
 /// The top of an upstream pipeline: hands response parts to the current
 /// receiver and tells the pool when an idle connection dies. Confined to its
 /// channel's event loop (the connector touches it only from there).
-final class UpstreamHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
+final class UpstreamHTTPHandler: ChannelInboundHandler, RemovableChannelHandler, UpstreamCloseReporter, @unchecked Sendable {
     typealias InboundIn = HTTPClientResponsePart
     typealias OutboundOut = HTTPClientRequestPart
 
@@ -117,7 +158,11 @@ final class UpstreamHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
         context.fireUserInboundEventTriggered(event)
     }
 
+    /// The response's end arrived (a stream is then over once the request's end is sent).
+    private(set) var receivedEnd = false
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .end = unwrapInboundIn(data) { receivedEnd = true }
         guard let receiver else {
             // A response nobody asked for (an idle pooled connection, or after
             // the exchange let go): taking it as the next request's answer would

@@ -65,6 +65,7 @@ final class UpstreamConnector: Sendable {
 
     func connect(_ plan: DialPlan, on loop: any EventLoop) -> EventLoopFuture<UpstreamConnection> {
         let slot = NIOLockedValueBox<(UpstreamHTTPHandler, NIOLockedValueBox<PinEvaluation?>)?>(nil)
+        let http2 = UpstreamProtocolSwitch.Slot()
         let started = NIODeadline.now()
         return dial(plan, on: loop) { channel in
             let evaluation = NIOLockedValueBox<PinEvaluation?>(nil)
@@ -77,6 +78,8 @@ final class UpstreamConnector: Sendable {
                     clientContext: policy.tlsContext, serverName: plan.host, verifyHostname: plan.host,
                     sessionKey: "\(policy.digest)|\(plan.host):\(plan.port)",
                     verifier: self.pinVerifier(plan: plan, policy: policy, into: evaluation)))
+                // The policy's ALPN offer decides; `h2` swaps the HTTP/1 layers below.
+                try sync.addHandler(UpstreamProtocolSwitch(slot: http2))
             }
             // Framing is pinproxy's decision (`RequestFraming`), never the encoder's
             // guess from the method: automatic framing headers are off.
@@ -97,6 +100,11 @@ final class UpstreamConnector: Sendable {
                     return loop.makeFailedFuture(Self.refusal(for: error, host: plan.host))
                 }
                 .map { info in
+                    if let multiplexer = http2.multiplexer {
+                        return UpstreamConnection(
+                            channel: channel, key: plan.poolKey, multiplexer: multiplexer,
+                            pinEvaluation: evaluation.withLockedValue { $0 }, handshake: info)
+                    }
                     let connection = UpstreamConnection(
                         channel: channel, key: plan.poolKey, handler: handler,
                         pinEvaluation: evaluation.withLockedValue { $0 }, handshake: info)

@@ -19,6 +19,8 @@ final class UpstreamPool: @unchecked Sendable {
     /// What `acquire` hands out: a pooled connection, or the right to dial one.
     enum Lease {
         case connection(UpstreamConnection)
+        /// Open a stream on this HTTP/2 connection (its place is counted already).
+        case stream(UpstreamConnection)
         case permit
     }
 
@@ -44,15 +46,18 @@ final class UpstreamPool: @unchecked Sendable {
 
     // MARK: Acquire
 
-    func acquire(_ key: Key, limit: Int, queueTimeout: TimeAmount, on loop: any EventLoop) -> EventLoopFuture<Lease> {
+    func acquire(_ key: Key, limit: Int, queueTimeout: TimeAmount, mayMultiplex: Bool = false, on loop: any EventLoop) -> EventLoopFuture<Lease> {
         let now = NIODeadline.now()
         let (acquisition, stale) = state.withLockedValue { state in
-            state.machine.acquire(key, limit: limit, loop: ObjectIdentifier(loop), now: now, maxIdle: maxIdleTime, isAlive: { $0.isActive })
+            state.machine.acquire(key, limit: limit, loop: ObjectIdentifier(loop), now: now, maxIdle: maxIdleTime,
+                                  mayMultiplex: mayMultiplex, isAlive: { $0.isActive })
         }
         stale.forEach { $0.close() }
         switch acquisition {
         case .lease(let connection):
             return loop.makeSucceededFuture(.connection(connection))
+        case .stream(let connection):
+            return loop.makeSucceededFuture(.stream(connection))
         case .dial:
             return loop.makeSucceededFuture(.permit)
         case .wait(let id):
@@ -77,8 +82,23 @@ final class UpstreamPool: @unchecked Sendable {
     // MARK: Lifecycle of a connection
 
     /// A permit's dial succeeded: the connection now holds that slot.
+    /// An HTTP/2 connection carries the dialler's stream and takes waiters on its loop.
     func opened(_ connection: UpstreamConnection) {
-        state.withLockedValue { $0.machine.dialled(connection.key, connection: connection, loop: ObjectIdentifier(connection.channel.eventLoop)) }
+        let handOvers = state.withLockedValue { state in
+            state.machine.dialled(connection.key, connection: connection, loop: ObjectIdentifier(connection.channel.eventLoop),
+                                  streams: connection.multiplexer?.maxStreams).map { (state.waiting.removeValue(forKey: $0.waiter.id), $0.grant) }
+        }
+        handOvers.forEach { Self.grant($0) }
+    }
+
+    /// An HTTP/2 connection's stream limit changed (SETTINGS), or it said GOAWAY (0).
+    func streamCapacityChanged(_ connection: UpstreamConnection, to capacity: Int) {
+        let (handOvers, close) = state.withLockedValue { state in
+            let (handOvers, close) = state.machine.streamCapacityChanged(connection.key, connection: connection, to: capacity)
+            return (handOvers.map { (state.waiting.removeValue(forKey: $0.waiter.id), $0.grant) }, close)
+        }
+        close?.close()
+        handOvers.forEach { Self.grant($0) }
     }
 
     /// A permit's dial failed: its slot goes to the next waiter, or back.
@@ -92,6 +112,14 @@ final class UpstreamPool: @unchecked Sendable {
     /// A request is done with `connection`; kept if it can serve another.
     func release(_ connection: UpstreamConnection) {
         let now = NIODeadline.now()
+        if let parent = connection.parent {
+            // A stream: unless both its messages ended, it is reset (RST_STREAM);
+            // either way its room returns.
+            connection.receiver = nil
+            if !connection.isComplete { connection.close() }
+            streamEnded(on: parent, now: now)
+            return
+        }
         let (handOver, close) = state.withLockedValue { state in
             let (handOver, close) = state.machine.release(connection.key, connection: connection,
                                                           reusable: connection.reusable && connection.isActive, now: now)
@@ -100,6 +128,16 @@ final class UpstreamPool: @unchecked Sendable {
         connection.receiver = nil
         close?.close()
         Self.grant(handOver)
+    }
+
+    /// A stream of this HTTP/2 connection is over (or could not be opened): its room returns.
+    func streamEnded(on connection: UpstreamConnection, now: NIODeadline = .now()) {
+        let (handOvers, close) = state.withLockedValue { state in
+            let (handOvers, close) = state.machine.streamEnded(connection.key, connection: connection, now: now)
+            return (handOvers.map { (state.waiting.removeValue(forKey: $0.waiter.id), $0.grant) }, close)
+        }
+        close?.close()
+        handOvers.forEach { Self.grant($0) }
     }
 
     /// The connection's channel closed (the server hung up, or it failed).
@@ -115,6 +153,7 @@ final class UpstreamPool: @unchecked Sendable {
         waiting.timeout?.cancel()
         switch grant {
         case .connection(let connection): waiting.promise.succeed(.connection(connection))
+        case .stream(let connection): waiting.promise.succeed(.stream(connection))
         case .permit: waiting.promise.succeed(.permit)
         }
     }

@@ -11,19 +11,43 @@ import NIOCore
 /// request and its upstream share a loop, so no byte changes threads). When
 /// a slot frees and the next waiter is on another loop, the slot, not the
 /// connection, is handed over: the waiter dials a fresh one.
+///
+/// An HTTP/2 connection (docs/contract.md §11) is one member too, so
+/// `max_upstream_connections` still counts connections; it carries up to
+/// `capacity` streams at once (the server's SETTINGS_MAX_CONCURRENT_STREAMS)
+/// and is `streaming(n)` while it does. A request leases a stream on it, and
+/// one that finds every stream busy waits in the same line.
 struct UpstreamPoolStateMachine<Connection: AnyObject> {
     typealias Key = UpstreamPool.Key
     typealias LoopID = ObjectIdentifier
 
     enum ConnectionState: Equatable {
+        /// HTTP/1.1: lent to one request.
         case leased
         case idle(since: NIODeadline)
+        /// HTTP/2: this many streams open (at least one).
+        case streaming(Int)
     }
 
     struct Member {
         var connection: Connection
         var loop: LoopID
         var state: ConnectionState
+        /// HTTP/2: how many streams it may carry at once (0 after GOAWAY); nil: HTTP/1.1.
+        var capacity: Int? = nil
+
+        var streams: Int {
+            switch state {
+            case .streaming(let count): return count
+            case .leased, .idle: return 0
+            }
+        }
+
+        /// An HTTP/2 connection that can take another stream now.
+        var hasRoomForStream: Bool {
+            guard let capacity else { return false }
+            return streams < capacity
+        }
     }
 
     struct Waiter: Equatable {
@@ -38,6 +62,10 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
         /// Dials under way: each holds a slot.
         var starting = 0
         var waiters: [Waiter] = []
+        /// What the last dial negotiated: true for HTTP/2; nil before any.
+        var multiplexed: Bool?
+        /// The key's `max_upstream_connections`, as the last request gave it.
+        var limit = Int.max
 
         /// Slots in use, derived: connections plus dials under way.
         var open: Int { members.count + starting }
@@ -47,6 +75,8 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
     /// What a request gets: a pooled connection, the right to dial one, or a place in line.
     enum Acquisition {
         case lease(Connection)
+        /// Open a stream on this HTTP/2 connection (one is counted for it already).
+        case stream(Connection)
         case dial
         case wait(id: Int)
     }
@@ -54,8 +84,11 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
     /// What a waiter is handed when a slot frees.
     enum Grant {
         case connection(Connection)
+        case stream(Connection)
         case permit
     }
+
+    typealias HandOver = (waiter: Waiter, grant: Grant)
 
     private(set) var entries: [Key: Entry] = [:]
     /// Digests of the policies now in force; nil until the first reload is seen.
@@ -66,11 +99,23 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
 
     /// Connections that are idle too long or dead (by `isAlive`) are taken
     /// out on the way and returned in `close`.
+    /// `mayMultiplex`: the dial may negotiate HTTP/2 (TLS, `upstream_protocol`
+    /// not `http1`); then, while a dial is under way and none has said
+    /// otherwise, a request waits for that connection's streams rather than
+    /// dialling one connection each (a burst would open a connection per request).
     mutating func acquire(_ key: Key, limit: Int, loop: LoopID, now: NIODeadline, maxIdle: TimeAmount,
+                          mayMultiplex: Bool = false,
                           isAlive: (Connection) -> Bool) -> (Acquisition, close: [Connection]) {
         var entry = entries[key, default: Entry()]
+        entry.limit = limit
         defer { entries[key] = entry }
         var close: [Connection] = []
+        // A busy HTTP/2 connection with room first: fewer connections, no dial.
+        if let index = entry.members.firstIndex(where: { $0.loop == loop && $0.streams > 0 && $0.hasRoomForStream }),
+           isAlive(entry.members[index].connection) {
+            entry.members[index].state = .streaming(entry.members[index].streams + 1)
+            return (.stream(entry.members[index].connection), close)
+        }
         while let index = entry.members.lastIndex(where: { member in
             if case .idle = member.state { return member.loop == loop }
             return false
@@ -81,8 +126,22 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
                 close.append(member.connection)
                 continue
             }
+            if member.capacity != nil {
+                guard member.hasRoomForStream else {
+                    entry.members.remove(at: index)  // drained after GOAWAY
+                    close.append(member.connection)
+                    continue
+                }
+                entry.members[index].state = .streaming(1)
+                return (.stream(member.connection), close)
+            }
             entry.members[index].state = .leased
             return (.lease(member.connection), close)
+        }
+        if mayMultiplex, entry.multiplexed != false, entry.starting > 0 {
+            nextWaiterID += 1
+            entry.waiters.append(Waiter(id: nextWaiterID, loop: loop))
+            return (.wait(id: nextWaiterID), close)
         }
         if entry.open < limit {
             entry.starting += 1
@@ -108,10 +167,89 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
 
     // MARK: A connection's life
 
-    /// A dial succeeded: its slot is now a leased connection.
-    mutating func dialled(_ key: Key, connection: Connection, loop: LoopID) {
-        entries[key, default: Entry()].starting -= 1
-        entries[key, default: Entry()].members.append(Member(connection: connection, loop: loop, state: .leased))
+    /// A dial succeeded: its slot is now a leased connection. An HTTP/2
+    /// connection (`streams` given: its stream capacity) carries the dialler's
+    /// stream, and takes waiters on its loop at once; requests that waited
+    /// behind a dial that turned out HTTP/1.1 get slots to dial their own.
+    @discardableResult
+    mutating func dialled(_ key: Key, connection: Connection, loop: LoopID, streams capacity: Int? = nil) -> [HandOver] {
+        var entry = entries[key, default: Entry()]
+        entry.starting -= 1
+        entry.multiplexed = capacity != nil
+        entry.members.append(Member(connection: connection, loop: loop, state: capacity == nil ? .leased : .streaming(1), capacity: capacity))
+        entries[key] = entry
+        return capacity == nil ? grantPermits(key) : grantStreams(key, connection: connection)
+    }
+
+    /// Waiters on the connection's loop get its free streams; the first waiter
+    /// on another loop gets a slot to dial (its loop's waiters then ride on that).
+    private mutating func grantStreams(_ key: Key, connection: Connection) -> [HandOver] {
+        guard var entry = entries[key], let index = entry.members.firstIndex(where: { $0.connection === connection }) else { return [] }
+        var handOvers: [HandOver] = []
+        let loop = entry.members[index].loop
+        while entry.members[index].hasRoomForStream, let waiting = entry.waiters.firstIndex(where: { $0.loop == loop }) {
+            entry.members[index].state = .streaming(entry.members[index].streams + 1)
+            handOvers.append((entry.waiters.remove(at: waiting), .stream(connection)))
+        }
+        if entry.open < entry.limit, let waiting = entry.waiters.firstIndex(where: { $0.loop != loop }) {
+            entry.starting += 1
+            handOvers.append((entry.waiters.remove(at: waiting), .permit))
+        }
+        entries[key] = entry
+        return handOvers
+    }
+
+    /// Free slots to waiters, to dial with (after a dial turned out HTTP/1.1).
+    private mutating func grantPermits(_ key: Key) -> [HandOver] {
+        guard var entry = entries[key] else { return [] }
+        var handOvers: [HandOver] = []
+        while entry.open < entry.limit, !entry.waiters.isEmpty {
+            entry.starting += 1
+            handOvers.append((entry.waiters.removeFirst(), .permit))
+        }
+        entries[key] = entry
+        return handOvers
+    }
+
+    /// An HTTP/2 stream ended: its room goes to a waiter on the connection's
+    /// loop, else the connection idles (or closes, after GOAWAY).
+    mutating func streamEnded(_ key: Key, connection: Connection, now: NIODeadline) -> (handOvers: [HandOver], close: Connection?) {
+        guard var entry = entries[key], let index = entry.members.firstIndex(where: { $0.connection === connection }) else {
+            return ([], nil)  // already gone (closed, retired)
+        }
+        let member = entry.members[index]
+        guard case .streaming(let count) = member.state else {
+            preconditionFailure("a stream ended on an upstream connection in state \(member.state)")
+        }
+        entry.members[index].state = count > 1 ? .streaming(count - 1) : .idle(since: now)
+        let current = currentDigests?.contains(key.digest) ?? true
+        if count == 1, !current || member.capacity == 0 {
+            // Retired by a reload, or the server sent GOAWAY: it goes once empty.
+            entry.members.remove(at: index)
+            entries[key] = entry
+            return (passSlot(key).map { [$0] } ?? [], connection)
+        }
+        entries[key] = entry
+        guard current else { return ([], nil) }
+        return (grantStreams(key, connection: connection), nil)
+    }
+
+    /// The server sent GOAWAY or lowered SETTINGS_MAX_CONCURRENT_STREAMS: at
+    /// most `capacity` streams from now on (0: none, the connection drains and
+    /// closes). A raise lets waiters in.
+    mutating func streamCapacityChanged(_ key: Key, connection: Connection, to capacity: Int) -> (handOvers: [HandOver], close: Connection?) {
+        guard var entry = entries[key], let index = entry.members.firstIndex(where: { $0.connection === connection }),
+              entry.members[index].capacity != nil else { return ([], nil) }
+        // After GOAWAY a later SETTINGS frame cannot reopen it.
+        if entry.members[index].capacity == 0 { return ([], nil) }
+        entry.members[index].capacity = capacity
+        if capacity == 0, entry.members[index].streams == 0 {
+            entry.members.remove(at: index)
+            entries[key] = entry
+            return (passSlot(key).map { [$0] } ?? [], connection)
+        }
+        entries[key] = entry
+        return (grantStreams(key, connection: connection), nil)
     }
 
     /// A dial failed: its slot goes to the next waiter, or is freed.
@@ -125,7 +263,7 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
     mutating func release(_ key: Key, connection: Connection, reusable: Bool, now: NIODeadline)
         -> (handOver: (waiter: Waiter, grant: Grant)?, close: Connection?) {
         guard var entry = entries[key], let index = entry.members.firstIndex(where: { $0.connection === connection }),
-              entry.members[index].state == .leased else {
+              entry.members[index].state == .leased, entry.members[index].capacity == nil else {
             return (nil, nil)  // already gone (closed, retired)
         }
         let member = entry.members[index]
@@ -149,7 +287,7 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
             return ((waiter, .permit), connection)
         }
         entry.members.remove(at: index)
-        entry.members.append(Member(connection: connection, loop: member.loop, state: .idle(since: now)))
+        entry.members.append(Member(connection: connection, loop: member.loop, state: .idle(since: now), capacity: nil))
         entries[key] = entry
         return (nil, nil)
     }
