@@ -114,8 +114,10 @@ final class HTTP2ConnectionFrameSink: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
 }
 
-/// An h2 client connection's own events: shutdown becomes a graceful GOAWAY,
-/// a transport error ends the connection (its streams' exchanges see it close).
+/// An h2 client connection's own events: a transport error ends the
+/// connection (its streams' exchanges see it close). Shutdown needs nothing
+/// here: the listener's `ChannelShouldQuiesceEvent` passes on to the HTTP/2
+/// connection manager, which answers with a graceful GOAWAY.
 final class HTTP2ClientConnectionEvents: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -123,14 +125,6 @@ final class HTTP2ClientConnectionEvents: ChannelInboundHandler {
 
     init(logger: Logger) {
         self.logger = logger
-    }
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is ProxyShutdownEvent {
-            context.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
-            return
-        }
-        context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
