@@ -19,7 +19,8 @@ final class ProxyServices: Sendable {
     /// Bearer tokens for `auth.spotify` (nil until the sessions are set up).
     let tokens = TokenProviderSlot()
 
-    init(store: PolicyStore, ca: CertificateAuthority, instrumentation: any ProxyInstrumentation, logger: Logger, accessLog: Logger) throws {
+    init(store: PolicyStore, ca: CertificateAuthority, instrumentation: any ProxyInstrumentation, logger: Logger, accessLog: Logger,
+         dialer: UpstreamDialer? = nil) throws {
         self.store = store
         self.ca = ca
         self.instrumentation = instrumentation
@@ -27,7 +28,7 @@ final class ProxyServices: Sendable {
         self.accessLog = AccessLog(accessLog)
         self.interceptionContext = try TLSContext(configuration: .server(minimumVersion: .v1_2))
         let network = store.snapshot.config.network
-        self.connector = UpstreamConnector(addressGuard: AddressGuard(network), instrumentation: instrumentation, logger: logger)
+        self.connector = UpstreamConnector(addressGuard: AddressGuard(network), instrumentation: instrumentation, logger: logger, dialer: dialer)
         self.pool = UpstreamPool(maxIdleTime: TimeAmount(store.snapshot.config.limits.idleTimeout))
     }
 

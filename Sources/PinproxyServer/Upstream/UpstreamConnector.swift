@@ -51,8 +51,12 @@ final class UpstreamConnector: Sendable {
     let instrumentation: any ProxyInstrumentation
     let clock: @Sendable () -> Date
     let logger: Logger
+    /// Set only by the fuzz targets (see `UpstreamDialer`).
+    let dialer: UpstreamDialer?
 
-    init(addressGuard: AddressGuard, instrumentation: any ProxyInstrumentation, clock: @escaping @Sendable () -> Date = { Date() }, logger: Logger) {
+    init(addressGuard: AddressGuard, instrumentation: any ProxyInstrumentation, clock: @escaping @Sendable () -> Date = { Date() }, logger: Logger,
+         dialer: UpstreamDialer? = nil) {
+        self.dialer = dialer
         self.addressGuard = addressGuard
         self.instrumentation = instrumentation
         self.clock = clock
@@ -62,6 +66,7 @@ final class UpstreamConnector: Sendable {
     // MARK: HTTP(S) connections for the pool
 
     func connect(_ plan: DialPlan, on loop: any EventLoop) -> EventLoopFuture<UpstreamConnection> {
+        if let dialer { return dialer.connection(plan, loop) }
         let slot = NIOLockedValueBox<(UpstreamHTTPHandler, NIOLockedValueBox<PinEvaluation?>)?>(nil)
         let started = NIODeadline.now()
         return dial(plan, on: loop) { channel in
@@ -169,7 +174,8 @@ final class UpstreamConnector: Sendable {
     /// only vetted addresses are ever dialled. A policy refusal is final.
     func dial(_ plan: DialPlan, on loop: any EventLoop,
               initializer: @escaping @Sendable (any Channel) throws -> Void) -> EventLoopFuture<any Channel> {
-        loop.makeFutureWithTask {
+        if let dialer { return dialer.channel(plan, loop, initializer) }
+        return loop.makeFutureWithTask {
             var lastError: any Error = ProxyError(.connectFailed, host: plan.host, detail: "no upstream address to dial")
             for _ in 0...max(0, plan.retries) {
                 for target in plan.targets {
