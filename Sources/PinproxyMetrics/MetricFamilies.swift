@@ -43,6 +43,10 @@ extension MetricFamily {
     static let denied = MetricFamily(
         name: "denied_total", help: "Refusals, by error code.",
         labels: ["reason"])
+    static let responsesCut = MetricFamily(
+        name: "responses_cut_total",
+        help: "Responses cut short after their head reached the app (the upstream closed or stalled mid-body), by reason.",
+        labels: ["host", "reason"])
     static let clientHandshakes = MetricFamily(
         name: "client_handshakes_total",
         help: "TLS handshakes of apps on intercepted sessions, by result (untrusted_ca: the app refused pinproxy's certificate).",
@@ -61,6 +65,10 @@ extension MetricFamily {
         labels: ["session", "result"])
     static let tokenExpiry = MetricFamily(
         name: "token_expiry_timestamp_seconds", help: "When the cached access token of a session expires.",
+        labels: ["session"])
+    static let refreshTokenStoreFailures = MetricFamily(
+        name: "refresh_token_store_failures_total",
+        help: "Rotated Spotify refresh tokens that could not be written to their file (kept in memory).",
         labels: ["session"])
     static let refreshTokenIssued = MetricFamily(
         name: "refresh_token_issued_timestamp_seconds",
