@@ -186,7 +186,9 @@ final class FuzzSession {
 
     /// The app goes away; the pool lets go of what it held; nothing outlives the input.
     func finish() {
-        if Self.debug { FileHandle.standardError.write(Data("--- to the app:\n".utf8) + Data(output) + Data("\n".utf8)) }
+        if Self.debug {
+            FileHandle.standardError.write(Data("--- \(harness.upstreams.count) upstream connections; to the app:\n".utf8) + Data(output) + Data("\n".utf8))
+        }
         loop.advanceTime(by: DeadlineSweeper.tick)
         client.close(promise: nil)
         settle()
