@@ -268,3 +268,23 @@ let package = Package(
         ),
     ]
 )
+
+// libFuzzer targets (docs/fuzzing.md), only when `scripts/fuzz` builds them
+// (PINPROXY_FUZZ=1, with -sanitize=fuzzer into .build-fuzz): a normal
+// `swift build` / `swift test` never sees them. One executable; the
+// target it runs is chosen by PINPROXY_FUZZ_TARGET.
+if Context.environment["PINPROXY_FUZZ"] == "1" {
+    package.targets.append(.executableTarget(
+        name: "pinproxy-fuzz",
+        dependencies: [
+            "PinproxyServer",
+            "PinproxyPolicy",
+            "PinproxyTLS",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ],
+        path: "Fuzz/Sources"
+    ))
+}

@@ -47,6 +47,10 @@ extension MetricFamily {
     static let proxyAuthFailures = MetricFamily(
         name: "proxy_auth_failures_total", help: "Failed proxy logins (Proxy-Authorization), by the configured identity named (_unknown: none).",
         labels: ["client"])
+    static let responsesCut = MetricFamily(
+        name: "responses_cut_total",
+        help: "Responses cut short after their head reached the app (the upstream closed or stalled mid-body), by reason.",
+        labels: ["host", "reason"])
     static let clientHandshakes = MetricFamily(
         name: "client_handshakes_total",
         help: "TLS handshakes of apps on intercepted sessions, by result (untrusted_ca: the app refused pinproxy's certificate).",
@@ -68,6 +72,10 @@ extension MetricFamily {
         labels: ["session", "result"])
     static let tokenExpiry = MetricFamily(
         name: "token_expiry_timestamp_seconds", help: "When the cached access token of a session expires.",
+        labels: ["session"])
+    static let refreshTokenStoreFailures = MetricFamily(
+        name: "refresh_token_store_failures_total",
+        help: "Rotated Spotify refresh tokens that could not be written to their file (kept in memory).",
         labels: ["session"])
     static let refreshTokenIssued = MetricFamily(
         name: "refresh_token_issued_timestamp_seconds",

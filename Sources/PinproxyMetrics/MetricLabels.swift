@@ -53,6 +53,15 @@ public enum PinValidationResult: String, Sendable, Hashable, CaseIterable {
 }
 
 /// `bytes_total{direction}`: `up` is client → upstream, `down` the reverse.
+/// `responses_cut_total{reason}`: why a response already under way was cut
+/// (the access line's `error`, docs/contract.md §10).
+public enum ResponseCutReason: String, Sendable, Hashable, CaseIterable {
+    case upstreamClosed = "upstream_closed"
+    case upstreamTimeout = "upstream_timeout"
+    /// A refusal after the head had gone (any other failure).
+    case other
+}
+
 public enum TrafficDirection: String, Sendable, Hashable, CaseIterable {
     case up
     case down

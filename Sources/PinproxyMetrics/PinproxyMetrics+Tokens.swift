@@ -24,6 +24,11 @@ extension PinproxyMetrics {
         gauge(.storeUp).set(to: up ? 1 : 0)
     }
 
+    /// A rotated refresh token of `session` that could not be written to its file.
+    public func refreshTokenStoreFailed(session: String) {
+        counter(.refreshTokenStoreFailures, session).increment()
+    }
+
     /// One `POST /swap` or `POST /refresh` of the token swap backend.
     public func swapRequest(endpoint: SwapEndpoint, result: SwapResult) {
         counter(.swapRequests, endpoint.rawValue, result.rawValue).increment()

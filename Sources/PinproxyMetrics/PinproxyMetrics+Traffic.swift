@@ -23,6 +23,12 @@ extension PinproxyMetrics {
         counter(.proxyAuthFailures, client.value).increment()
     }
 
+    /// One response cut short after its head had reached the app: the app's
+    /// connection was closed, so it never takes a partial body for a whole one.
+    public func responseCut(host: HostLabel, reason: ResponseCutReason) {
+        counter(.responsesCut, host.value, reason.rawValue).increment()
+    }
+
     /// One app's TLS handshake with an interception certificate.
     public func clientHandshake(result: ClientHandshakeResult) {
         counter(.clientHandshakes, result.rawValue).increment()

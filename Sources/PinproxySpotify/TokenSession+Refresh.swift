@@ -143,6 +143,7 @@ extension TokenSession {
             } catch {
                 logger.error("could not store the rotated Spotify refresh token; keeping it in memory until the next rotation",
                              metadata: ["file": "\(store.path)", "error": "\(error)"])
+                events.refreshTokenStoreFailed(name)
             }
             events.refreshTokenIssued(name, clock())
         }

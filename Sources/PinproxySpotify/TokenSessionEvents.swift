@@ -22,15 +22,20 @@ public struct TokenSessionEvents: Sendable {
     /// read (or re-read after an outside change), the rotation time when the
     /// accounts service sent a new one. Refresh tokens die six months after consent.
     public var refreshTokenIssued: @Sendable (_ session: String, _ issuedAt: Date) -> Void
+    /// A rotated refresh token could not be written to its file (disk full,
+    /// read-only): it is kept in memory, and the file holds a revoked one.
+    public var refreshTokenStoreFailed: @Sendable (_ session: String) -> Void
 
     public init(
         refreshed: @escaping @Sendable (_ session: String, _ result: TokenRefreshOutcome) -> Void = { _, _ in },
         tokenExpiry: @escaping @Sendable (_ session: String, _ expiresAt: Date) -> Void = { _, _ in },
-        refreshTokenIssued: @escaping @Sendable (_ session: String, _ issuedAt: Date) -> Void = { _, _ in }
+        refreshTokenIssued: @escaping @Sendable (_ session: String, _ issuedAt: Date) -> Void = { _, _ in },
+        refreshTokenStoreFailed: @escaping @Sendable (_ session: String) -> Void = { _ in }
     ) {
         self.refreshed = refreshed
         self.tokenExpiry = tokenExpiry
         self.refreshTokenIssued = refreshTokenIssued
+        self.refreshTokenStoreFailed = refreshTokenStoreFailed
     }
 
     public static let none = TokenSessionEvents()

@@ -127,6 +127,7 @@ extension TokenSessionEvents {
                 if let result = TokenRefreshResult(rawValue: outcome.rawValue) { metrics.tokenRefresh(session: session, result: result) }
             },
             tokenExpiry: { session, expiry in metrics.tokenExpiry(session: session, at: expiry) },
-            refreshTokenIssued: { session, issued in metrics.refreshTokenIssued(session: session, at: issued) })
+            refreshTokenIssued: { session, issued in metrics.refreshTokenIssued(session: session, at: issued) },
+            refreshTokenStoreFailed: { session in metrics.refreshTokenStoreFailed(session: session) })
     }
 }

@@ -27,6 +27,8 @@ public final class MockAccounts: Sendable {
         public var tokenType = "Bearer"
         /// `GET /authorize` sends the browser back with `error=access_denied` (the user said no).
         public var denyAuthorization = false
+        /// Token answers are held back this many seconds (slower than `token_timeout`).
+        public var answerDelay: Double = 0
     }
 
     public struct Counters: Sendable {
@@ -117,6 +119,13 @@ public final class MockAccounts: Sendable {
     // MARK: The endpoint
 
     private func handle(_ request: MockRequest) -> MockAction {
+        let action = answer(request)
+        let delay = behaviour.answerDelay
+        guard delay > 0, case .respond(let response) = action else { return action }
+        return .respondAfter(response, seconds: delay)
+    }
+
+    private func answer(_ request: MockRequest) -> MockAction {
         state.withLockedValue { state in
             if state.behaviour.down { return .close }
             if request.path == "/authorize", request.method == "GET" { return .respond(authorize(request, &state)) }

@@ -38,6 +38,8 @@ public struct MockResponse: Sendable {
 
 public enum MockAction: Sendable {
     case respond(MockResponse)
+    /// Answer, but only after this many seconds (a slow service).
+    case respondAfter(MockResponse, seconds: Double)
     /// Drop the connection without answering ("down").
     case close
 }
@@ -97,6 +99,11 @@ public final class MockHTTPSServer: Sendable {
                     context.close(promise: nil)
                 case .respond(let response):
                     send(response, keepAlive: head.isKeepAlive, context: context)
+                case .respondAfter(let response, let seconds):
+                    let keepAlive = head.isKeepAlive
+                    context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(seconds * 1000))) {
+                        if context.channel.isActive { self.send(response, keepAlive: keepAlive, context: context) }
+                    }
                 }
             }
         }

@@ -8,14 +8,19 @@ import Foundation
 /// Paths: `/close-after-request` closes without answering; `/stray` answers
 /// with bytes that are no HTTP; `/switch` answers 101 unasked; `/reset-mid-body`
 /// promises 1 MB, sends 10 KB and resets; `/stall-mid-body` promises 1 MB,
-/// sends 64 KB and goes quiet for 20 s; anything else is `200 ok`.
+/// sends 64 KB and goes quiet for 20 s; `/reset-mid-chunked` sends a chunked
+/// head and two chunks, then resets; `/close-after-answer` answers `200 ok`
+/// (keep-alive, as far as its head says) and closes at once, so every pooled
+/// connection to it is dead by the next request; anything else is `200 ok`.
+/// With `tls` (a PEM chain and key) it speaks TLS, with Python's ssl module.
 public final class ScriptedUpstream: @unchecked Sendable {
     public let process: ChildProcess
     public let port: Int
 
-    public init(directory: TemporaryDirectory) throws {
+    public init(directory: TemporaryDirectory, tls: (chain: String, key: String)? = nil) throws {
         let script = try directory.write("scripted_upstream.py", Self.script)
-        process = try ChildProcess("python3", ["-u", script], directory: directory, name: "scripted-upstream-\(UUID().uuidString)")
+        let arguments = ["-u", script] + (tls.map { [$0.chain, $0.key] } ?? [])
+        process = try ChildProcess("python3", arguments, directory: directory, name: "scripted-upstream-\(UUID().uuidString)")
         port = try process.waitForOutput(timeout: 20) { text in
             text.split(separator: "\n").first { $0.hasPrefix("PORT ") }.flatMap { Int($0.dropFirst(5)) }
         }
@@ -33,7 +38,16 @@ public final class ScriptedUpstream: @unchecked Sendable {
     }
 
     static let script = #"""
-    import socket, struct, threading, time, sys
+    import socket, ssl, struct, threading, time, sys
+
+    context = None
+    if len(sys.argv) == 3:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(sys.argv[1], sys.argv[2])
+
+    def reset(conn):
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.close()
 
     def read_head(conn, buf):
         while b"\r\n\r\n" not in buf:
@@ -48,6 +62,8 @@ public final class ScriptedUpstream: @unchecked Sendable {
         buf = b""
         conn.settimeout(30)
         try:
+            if context is not None:
+                conn = context.wrap_socket(conn, server_side=True)
             while True:
                 head, buf = read_head(conn, buf)
                 if head is None:
@@ -80,7 +96,15 @@ public final class ScriptedUpstream: @unchecked Sendable {
                 if path.startswith("/reset-mid-body"):
                     conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n" + b"x" * 10240)
                     time.sleep(0.2)
-                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    reset(conn)
+                    return
+                if path.startswith("/reset-mid-chunked"):
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"400\r\n" + b"c" * 1024 + b"\r\n" + b"400\r\n" + b"c" * 1024 + b"\r\n")
+                    time.sleep(0.2)
+                    reset(conn)
+                    return
+                if path.startswith("/close-after-answer"):
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
                     conn.close()
                     return
                 if path.startswith("/stall-mid-body"):
@@ -90,7 +114,7 @@ public final class ScriptedUpstream: @unchecked Sendable {
                     return
                 body = b"ok"
                 conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
-        except OSError:
+        except (OSError, ssl.SSLError):
             pass
         finally:
             try:

@@ -19,5 +19,24 @@ struct MainConfigValidator {
            let mode = (attributes[.posixPermissions] as? NSNumber)?.intValue, mode & 0o077 != 0 {
             bag.error(config.sourceMap["ca.key"], "CA key \(config.ca.keyPath) is readable by group or others (mode \(String(mode, radix: 8))): chmod 600 it")
         }
+        // A key that exists but cannot be read (a reload after it was replaced
+        // or its mount went away) would only fail at the next start: said now,
+        // the reload fails and the CA in memory keeps serving (docs/contract.md §14).
+        if keyExists, let problem = Self.unreadable(config.ca.keyPath) {
+            bag.error(config.sourceMap["ca.key"], "CA key \(config.ca.keyPath) cannot be read (\(problem)): restore it; the next start would fail")
+        }
+    }
+
+    /// Why `path` cannot be read as a regular file, or nil if it can.
+    static func unreadable(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return String(cString: strerror(errno)) }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { return String(cString: strerror(errno)) }
+        guard info.st_mode & S_IFMT == S_IFREG else { return "not a regular file" }
+        var byte: UInt8 = 0
+        guard read(fd, &byte, 1) >= 0 else { return String(cString: strerror(errno)) }
+        return nil
     }
 }

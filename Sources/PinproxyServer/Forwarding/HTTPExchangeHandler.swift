@@ -248,6 +248,8 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
                 "host": "\(finished.host)", "client": "\(clientAddress)", "bytes_down": "\(finished.bytesDown)",
                 "reason": "\(finished.failure ?? finished.error?.description ?? "-")",
             ])
+            services.instrumentation.responseCut(
+                policy: finished.policy, reason: finished.failure.flatMap(ResponseCutReason.init(rawValue:)) ?? .other)
             logAccess(finished)
             context.flush()
             context.close(promise: nil)

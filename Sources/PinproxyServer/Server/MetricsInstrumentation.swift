@@ -27,6 +27,10 @@ public struct MetricsInstrumentation: ProxyInstrumentation {
         metrics.proxyAuthFailed(client: ClientLabel(client))
     }
 
+    public func responseCut(policy: HostPolicy?, reason: ResponseCutReason) {
+        metrics.responseCut(host: HostLabel(policy), reason: reason)
+    }
+
     public func upstreamHandshake(policy: HostPolicy?, result: UpstreamHandshakeResult, seconds: Double) {
         metrics.upstreamHandshake(host: HostLabel(policy), result: result, duration: .seconds(seconds))
     }

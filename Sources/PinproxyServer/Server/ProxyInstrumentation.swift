@@ -24,6 +24,12 @@ public protocol ProxyInstrumentation: Sendable {
     func mintedCertificate()
     func clientHandshake(_ result: ClientHandshakeResult)
     func probe(policy: HostPolicy, success: Bool)
+    /// A response cut short after its head had gone to the app.
+    func responseCut(policy: HostPolicy?, reason: ResponseCutReason)
+}
+
+extension ProxyInstrumentation {
+    public func responseCut(policy: HostPolicy?, reason: ResponseCutReason) {}
 }
 
 /// Reports nothing (tests, and commands that do not serve).

@@ -23,7 +23,8 @@ final class ProxyServices: Sendable {
     /// `Proxy-Authorization` checks, with their cache and per-address limit (docs/contract.md §15).
     let authenticator = ClientAuthenticator()
 
-    init(store: PolicyStore, ca: CertificateAuthority, instrumentation: any ProxyInstrumentation, logger: Logger, accessLog: Logger) throws {
+    init(store: PolicyStore, ca: CertificateAuthority, instrumentation: any ProxyInstrumentation, logger: Logger, accessLog: Logger,
+         dialer: UpstreamDialer? = nil) throws {
         self.store = store
         self.ca = ca
         self.instrumentation = instrumentation
@@ -34,7 +35,7 @@ final class ProxyServices: Sendable {
         self.interceptionContext = try TLSContext(configuration: interception)
         self.interceptionContextHTTP1 = try TLSContext(configuration: .server(minimumVersion: .v1_2))
         let network = store.snapshot.config.network
-        self.connector = UpstreamConnector(addressGuard: AddressGuard(network), instrumentation: instrumentation, logger: logger)
+        self.connector = UpstreamConnector(addressGuard: AddressGuard(network), instrumentation: instrumentation, logger: logger, dialer: dialer)
         self.pool = UpstreamPool(maxIdleTime: TimeAmount(store.snapshot.config.limits.idleTimeout))
     }
 

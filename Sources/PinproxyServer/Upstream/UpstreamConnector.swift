@@ -53,8 +53,12 @@ final class UpstreamConnector: Sendable {
     /// Chains and verdicts for the status page and `pins suggest` (docs/contract.md §13).
     let observed = ObservedPins()
     let logger: Logger
+    /// Set only by the fuzz targets (see `UpstreamDialer`).
+    let dialer: UpstreamDialer?
 
-    init(addressGuard: AddressGuard, instrumentation: any ProxyInstrumentation, clock: @escaping @Sendable () -> Date = { Date() }, logger: Logger) {
+    init(addressGuard: AddressGuard, instrumentation: any ProxyInstrumentation, clock: @escaping @Sendable () -> Date = { Date() }, logger: Logger,
+         dialer: UpstreamDialer? = nil) {
+        self.dialer = dialer
         self.addressGuard = addressGuard
         self.instrumentation = instrumentation
         self.clock = clock
@@ -64,6 +68,7 @@ final class UpstreamConnector: Sendable {
     // MARK: HTTP(S) connections for the pool
 
     func connect(_ plan: DialPlan, on loop: any EventLoop) -> EventLoopFuture<UpstreamConnection> {
+        if let dialer { return dialer.connection(plan, loop) }
         let slot = NIOLockedValueBox<(UpstreamHTTPHandler, NIOLockedValueBox<PinEvaluation?>)?>(nil)
         let http2 = UpstreamProtocolSwitch.Slot()
         let started = NIODeadline.now()
@@ -182,7 +187,8 @@ final class UpstreamConnector: Sendable {
     /// only vetted addresses are ever dialled. A policy refusal is final.
     func dial(_ plan: DialPlan, on loop: any EventLoop,
               initializer: @escaping @Sendable (any Channel) throws -> Void) -> EventLoopFuture<any Channel> {
-        loop.makeFutureWithTask {
+        if let dialer { return dialer.channel(plan, loop, initializer) }
+        return loop.makeFutureWithTask {
             var lastError: any Error = ProxyError(.connectFailed, host: plan.host, detail: "no upstream address to dial")
             for _ in 0...max(0, plan.retries) {
                 for target in plan.targets {
