@@ -200,9 +200,10 @@ struct RecordingInstrumentation: ProxyInstrumentation {
     let recorder: Recorder
     init(_ recorder: Recorder) { self.recorder = recorder }
 
-    func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double, client: String) {
+    func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double, client: String, protocol: String) {
         recorder.completed(policy?.metricLabel ?? "_none", status)
     }
+    func upstreamStreams(policy: HostPolicy?, delta: Int) {}
     func denied(code: ProxyError.Code, client: String) { recorder.denied(code.rawValue) }
     func proxyAuthFailed(client: String) {}
     func upstreamHandshake(policy: HostPolicy?, result: UpstreamHandshakeResult, seconds: Double) {}
