@@ -13,6 +13,14 @@ public struct HostPolicySpec: Sendable, Hashable {
         case deny
     }
 
+    /// `websocket:`: whether an app may open a WebSocket (`Upgrade: websocket`)
+    /// to this host (docs/contract.md §11).
+    public enum WebSocket: String, Sendable, Hashable, CaseIterable {
+        case allow
+        /// 403 `upgrade_denied`.
+        case deny
+    }
+
     public var match: HostPattern
     public var action: Action
     /// Dial these instead of the host (tried in order on connect failure); empty: the host itself.
@@ -33,6 +41,7 @@ public struct HostPolicySpec: Sendable, Hashable {
     public var queueTimeout: Duration
     /// Active handshake probe interval; `.zero` disables it.
     public var probeInterval: Duration
+    public var websocket: WebSocket = .allow
     /// The policy file, absolute.
     public var file: String
     public var sourceMap: SourceMap

@@ -217,6 +217,14 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             logAccess(finished)
             context.flush()
             context.close(promise: nil)
+        case .splice(let upstream, let exchange):
+            context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { result in
+                // Out of the upstream decoder's callback (this is its message's
+                // end) before the decoders are taken out.
+                context.eventLoop.assumeIsolated().execute {
+                    self.splice(upstream, exchange, written: (try? result.get()) != nil, context: context)
+                }
+            }
         case .finish(let exchange, let next):
             logAccess(exchange)
             after(next, context: context)
@@ -237,6 +245,41 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             upstream.read()
         case .closeClient:
             context.close(promise: nil)
+        }
+    }
+
+    /// The WebSocket `101` reached the app: both connections become one
+    /// splice; its access line (status 101, the bytes each way) is written
+    /// when it ends.
+    private func splice(_ upstream: UpstreamConnection, _ exchange: Exchange, written: Bool, context: ChannelHandlerContext) {
+        let fail = { (reason: String) in
+            self.services.logger.warning("WebSocket splice not set up", metadata: [
+                "host": "\(exchange.host)", "client": "\(self.clientAddress)", "reason": "\(reason)"])
+            var ended = exchange
+            ended.failure = reason
+            self.release(upstream, reusable: false)
+            self.logAccess(ended)
+            context.close(promise: nil)
+        }
+        guard written, context.channel.isActive else { return fail("client_closed") }
+        guard upstream.isActive else { return fail("upstream_closed") }
+        do {
+            let logger = services.logger
+            let client = clientAddress
+            try UpgradeSplice.install(
+                client: context, upstream: upstream, idleTimeout: TimeAmount(limits.idleTimeout),
+                onIdle: {
+                    logger.info("spliced connection idle; closed", metadata: [
+                        "host": "\(exchange.host)", "client": "\(client)", "reason": "limits.idle_timeout"])
+                },
+                onClose: { up, down in
+                    var ended = exchange
+                    ended.bytesUp += up
+                    ended.bytesDown += down
+                    self.logAccess(ended)
+                })
+        } catch {
+            fail("\(error)")
         }
     }
 
