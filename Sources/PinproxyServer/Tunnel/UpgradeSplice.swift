@@ -49,16 +49,27 @@ enum UpgradeSplice {
         try removeIfPresent(RequestHeadTimer.self, client)
         try removeIfPresent(NIOHTTPRequestHeadersValidator.self, remote)
         try removeIfPresent(HTTPRequestEncoder.self, remote)
-        try removeIfPresent(ByteToMessageHandler<HTTPResponseDecoder>.self, remote)
-        try removeIfPresent(ByteToMessageHandler<HTTPRequestDecoder>.self, client)
-
-        context.channel.setOption(.autoRead, value: true).whenFailure { _ in }
-        upstream.channel.setOption(.autoRead, value: true).whenFailure { _ in }
+        // A decoder leaves the pipeline on a later tick, handing on its
+        // leftovers then: reads start, and the leftovers are flushed, after both.
+        let decoders = [
+            try removeIfPresent(ByteToMessageHandler<HTTPResponseDecoder>.self, remote),
+            try removeIfPresent(ByteToMessageHandler<HTTPRequestDecoder>.self, client),
+        ].compactMap { $0 }
+        let clientChannel = context.channel
+        let upstreamChannel = upstream.channel
+        EventLoopFuture.andAllComplete(decoders, on: context.eventLoop).assumeIsolated().whenComplete { _ in
+            clientChannel.flush()
+            upstreamChannel.flush()
+            clientChannel.setOption(.autoRead, value: true).whenFailure { _ in }
+            upstreamChannel.setOption(.autoRead, value: true).whenFailure { _ in }
+        }
     }
 
-    private static func removeIfPresent<H: RemovableChannelHandler>(_ type: H.Type, _ pipeline: ChannelPipeline.SynchronousOperations) throws {
-        guard let handler = try? pipeline.handler(type: type) else { return }
-        _ = pipeline.removeHandler(handler)
+    @discardableResult
+    private static func removeIfPresent<H: RemovableChannelHandler>(_ type: H.Type, _ pipeline: ChannelPipeline.SynchronousOperations) throws
+        -> EventLoopFuture<Void>? {
+        guard let handler = try? pipeline.handler(type: type) else { return nil }
+        return pipeline.removeHandler(handler)
     }
 }
 
