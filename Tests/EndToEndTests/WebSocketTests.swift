@@ -104,10 +104,13 @@ struct WebSocketTests {
         let server: ChildProcess
         let proxy: ProxyHarness
         let client: String
+        let accounts: MockAccounts
 
-        init() throws {
+        init() async throws {
             dir = try TemporaryDirectory("pinproxy-websocket")
-            let pki = try TestPKI.make(in: dir, names: ["ws.test", "denied.ws.test", "wrong.ws.test"])
+            let pki = try TestPKI.make(in: dir, names: ["ws.test", "denied.ws.test", "wrong.ws.test", "accounts.spotify.test"])
+            accounts = try await MockAccounts(chainFile: pki.chainFile, keyFile: pki.leafKey)
+            try dir.write("secret.txt", accounts.clientSecret + "\n")
             let serverScript = try dir.write("ws_server.py", WebSocketTests.serverScript)
             client = try dir.write("ws_client.py", WebSocketTests.clientScript)
             server = try ChildProcess("python3", [serverScript, pki.chainFile, pki.leafKey], directory: dir, name: "ws-server")
@@ -134,9 +137,17 @@ struct WebSocketTests {
                 """
             }
             let policies = "hosts:\n" + [
-                policy("ws.test", pin: leaf),
+                policy("ws.test", pin: leaf, extra: "    auth: { spotify: app }\n"),
                 policy("denied.ws.test", pin: leaf, extra: "    websocket: deny\n"),
                 policy("wrong.ws.test", pin: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="),
+                """
+                  - match: accounts.spotify.test
+                    action: intercept
+                    upstream: 127.0.0.1:\(accounts.port)
+                    tls: { ca_file: \(pki.rootCertificate) }
+                    probe_interval: 0
+                    pins: { spki_sha256: [{pin: "\(leaf)"}, {pin: "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB="}] }
+                """,
             ].joined(separator: "\n")
             proxy = try ProxyHarness(policies: policies, mainConfig: """
                 network:
@@ -145,10 +156,20 @@ struct WebSocketTests {
                   idle_timeout: 2s
                 log:
                   format: json
+                spotify:
+                  accounts: https://accounts.spotify.test
+                  sessions:
+                    app:
+                      flow: client_credentials
+                      client_id: \(accounts.clientID)
+                      client_secret_file: ../secret.txt
                 """, directory: dir)
         }
 
-        deinit { server.stop() }
+        deinit {
+            server.stop()
+            accounts.stop()
+        }
 
         func run(_ mode: String, host: String = "ws.test") throws -> [String: Any] {
             let (status, output) = try ChildProcess.run("python3", [client, mode, String(proxy.port), proxy.caFile, host])
@@ -162,10 +183,10 @@ struct WebSocketTests {
         }
     }
 
-    static let setup = Result { try Setup() }
+    static let setup = Task { try await Setup() }
 
-    @Test func orderedMessagesAndAMebibyteAreEchoedIntact() throws {
-        let s = try Self.setup.get()
+    @Test func orderedMessagesAndAMebibyteAreEchoedIntact() async throws {
+        let s = try await Self.setup.value
         let before = s.lines(path: "/echo").count
         let out = try s.run("echo")
         #expect(out["texts"] as? [String] == (0..<100).map { "message \($0)" })
@@ -187,8 +208,8 @@ struct WebSocketTests {
         #expect((metrics.value("pinproxy_requests_total", ["host": "ws.test", "code": "101"]) ?? 0) >= 1)
     }
 
-    @Test func theUpgradeGoesUpUnderThePolicysHeaderRules() throws {
-        let s = try Self.setup.get()
+    @Test func theUpgradeGoesUpUnderThePolicysHeaderRules() async throws {
+        let s = try await Self.setup.value
         let result = try s.run("headers")
         let headers = try #require(result["headers"] as? [String: String], "\(s.proxy.log.suffix(3000))")
         #expect(headers["x-policy"] == "ws-rule", "\(headers)")
@@ -197,10 +218,13 @@ struct WebSocketTests {
         #expect(headers["connection"]?.lowercased().contains("upgrade") == true, "\(headers)")
         #expect(headers["sec-websocket-key"] != nil && headers["sec-websocket-version"] == "13", "\(headers)")
         #expect(headers["via"] == "1.1 pinproxy", "\(headers)")
+        // The session's bearer token, in place of the app's own Authorization.
+        let token = try #require(s.accounts.counters.lastIssuedAccessToken)
+        #expect(headers["authorization"] == "Bearer \(token)", "\(headers)")
     }
 
-    @Test func aPolicyThatDeniesWebSocketsRefusesTheUpgradeWith403() throws {
-        let s = try Self.setup.get()
+    @Test func aPolicyThatDeniesWebSocketsRefusesTheUpgradeWith403() async throws {
+        let s = try await Self.setup.value
         let out = try s.run("refused", host: "denied.ws.test")
         #expect(out["status"] as? Int == 403, "\(out)")
         #expect(out["error"] as? String == "upgrade_denied", "\(out)")
@@ -208,23 +232,23 @@ struct WebSocketTests {
         #expect(line["error"] as? String == "upgrade_denied")
     }
 
-    @Test func aWrongPinStillRefusesTheUpgradeWith502() throws {
-        let s = try Self.setup.get()
+    @Test func aWrongPinStillRefusesTheUpgradeWith502() async throws {
+        let s = try await Self.setup.value
         let out = try s.run("refused", host: "wrong.ws.test")
         #expect(out["status"] as? Int == 502, "\(out)")
         #expect(out["error"] as? String == "pin_mismatch", "\(out)")
     }
 
-    @Test func aSilentSpliceIsClosedAfterTheIdleTimeout() throws {
-        let s = try Self.setup.get()
+    @Test func aSilentSpliceIsClosedAfterTheIdleTimeout() async throws {
+        let s = try await Self.setup.value
         let out = try s.run("idle")
         #expect(out["first"] as? String == "before the silence")
         #expect(out["after"] as? String == "closed", "\(out)")
         #expect(s.proxy.log.contains("spliced connection idle; closed"))
     }
 
-    @Test func absoluteFormWebSocketGoesUpOverTLSWithUpgradeToTLS() throws {
-        let s = try Self.setup.get()
+    @Test func absoluteFormWebSocketGoesUpOverTLSWithUpgradeToTLS() async throws {
+        let s = try await Self.setup.value
         let out = try s.run("absolute")
         #expect((out["status_line"] as? String)?.hasPrefix("HTTP/1.1 101") == true, "\(out)")
         // RFC 6455 §1.3: the accept for the key "dGhlIHNhbXBsZSBub25jZQ==".
