@@ -248,41 +248,6 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         }
     }
 
-    /// The WebSocket `101` reached the app: both connections become one
-    /// splice; its access line (status 101, the bytes each way) is written
-    /// when it ends.
-    private func splice(_ upstream: UpstreamConnection, _ exchange: Exchange, written: Bool, context: ChannelHandlerContext) {
-        let fail = { (reason: String) in
-            self.services.logger.warning("WebSocket splice not set up", metadata: [
-                "host": "\(exchange.host)", "client": "\(self.clientAddress)", "reason": "\(reason)"])
-            var ended = exchange
-            ended.failure = reason
-            self.release(upstream, reusable: false)
-            self.logAccess(ended)
-            context.close(promise: nil)
-        }
-        guard written, context.channel.isActive else { return fail("client_closed") }
-        guard upstream.isActive else { return fail("upstream_closed") }
-        do {
-            let logger = services.logger
-            let client = clientAddress
-            try UpgradeSplice.install(
-                client: context, upstream: upstream, idleTimeout: TimeAmount(limits.idleTimeout),
-                onIdle: {
-                    logger.info("spliced connection idle; closed", metadata: [
-                        "host": "\(exchange.host)", "client": "\(client)", "reason": "limits.idle_timeout"])
-                },
-                onClose: { up, down in
-                    var ended = exchange
-                    ended.bytesUp += up
-                    ended.bytesDown += down
-                    self.logAccess(ended)
-                })
-        } catch {
-            fail("\(error)")
-        }
-    }
-
     /// After an exchange that left the connection open.
     private func after(_ next: Machine.Next, context: ChannelHandlerContext) {
         switch next {
@@ -302,7 +267,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         }
     }
 
-    private func release(_ upstream: UpstreamConnection, reusable: Bool) {
+    func release(_ upstream: UpstreamConnection, reusable: Bool) {
         upstream.receiver = nil
         if !reusable { upstream.reusable = false }
         services.pool.release(upstream)
@@ -365,7 +330,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         }
     }
 
-    private func logAccess(_ exchange: Exchange) {
+    func logAccess(_ exchange: Exchange) {
         let status = exchange.status ?? 0
         let seconds = Double((NIODeadline.now() - exchange.started).nanoseconds) / 1e9
         services.recordAccess(AccessRecord(
