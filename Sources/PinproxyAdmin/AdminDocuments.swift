@@ -10,15 +10,18 @@ import PinproxyPolicy
 struct PoliciesDocument: Encodable {
     var hosts: [HostDocument]
     var lastReload: LastReloadDocument
+    /// Chains seen upstream, per host name (docs/contract.md §13).
+    var observed: [ObservedHostDocument]
 
     init(snapshot: PolicySnapshot, lastReload: ReloadInfo?, now: Date, horizon: Duration,
-         probe: (String) -> ProbeStatus?) {
+         probe: (String) -> ProbeStatus?, observed: [ObservedHost] = []) {
         hosts = snapshot.policies.map { HostDocument(policy: $0, now: now, horizon: horizon, probe: probe($0.metricLabel)) }
         self.lastReload = LastReloadDocument(lastReload)
+        self.observed = observed.map(ObservedHostDocument.init)
     }
 
     enum CodingKeys: String, CodingKey {
-        case hosts
+        case hosts, observed
         case lastReload = "last_reload"
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import NIOPosix
 import PinproxyMetrics
@@ -9,12 +10,13 @@ import PinproxyPolicy
 extension AdminServer {
     /// Each path and the one method it answers; any other method gets 405.
     static let routes: [(path: String, method: HTTPRequest.Method)] = [
-        ("/metrics", .get), ("/healthz", .get), ("/readyz", .get), ("/policies", .get), ("/reload", .post),
+        ("/", .get), ("/metrics", .get), ("/healthz", .get), ("/readyz", .get), ("/policies", .get), ("/reload", .post),
     ]
     static let methods: [HTTPRequest.Method] = [.get, .head, .post, .put, .delete, .patch, .options]
 
     func makeRouter() -> Router<BasicRequestContext> {
         let router = Router()
+        router.get("/") { _, _ in statusPageResponse() }
         router.get("/metrics") { _, _ in metricsResponse() }
         router.get("/healthz") { _, _ in JSONResponse.make(.ok, ["status": "ok"]) }
         router.get("/readyz") { _, _ in readyResponse() }
@@ -49,8 +51,23 @@ extension AdminServer {
     func policiesResponse() -> Response {
         let document = PoliciesDocument(
             snapshot: store.snapshot, lastReload: store.lastReload, now: store.loader.clock(),
-            horizon: store.loader.horizon, probe: providers.probe)
+            horizon: store.loader.horizon, probe: providers.probe, observed: providers.observed())
         return JSONResponse.make(.ok, document)
+    }
+
+    /// The status page (docs/contract.md §13): HTML under a CSP that lets nothing load.
+    func statusPageResponse() -> Response {
+        let model = StatusPageModel(
+            snapshot: store.snapshot, lastReload: store.lastReload, now: store.loader.clock(), probe: providers.probe,
+            verdicts: providers.verdicts, observed: providers.observed(), sessions: providers.sessions())
+        return Response(
+            status: .ok,
+            headers: [
+                .contentType: "text/html; charset=utf-8", .contentSecurityPolicy: StatusPageHTML.contentSecurityPolicy,
+                .cacheControl: "no-store", HTTPField.Name("X-Content-Type-Options")!: "nosniff",
+                HTTPField.Name("Referrer-Policy")!: "no-referrer",
+            ],
+            body: ResponseBody(byteBuffer: ByteBuffer(string: StatusPageHTML.render(model))))
     }
 
     /// Runs the blocking reload on NIO's thread pool: neither an event loop

@@ -8,7 +8,7 @@ import PinproxyMetrics
 import PinproxyPolicy
 import ServiceLifecycle
 
-/// The admin HTTP API (docs/contract.md §5) on `admin.listen`: `/metrics`, `/healthz`,
+/// The admin HTTP API (docs/contract.md §5) on `admin.listen`: the status page `/` (§13), `/metrics`, `/healthz`,
 /// `/readyz`, `/policies`, `POST /reload`. A swift-service-lifecycle
 /// `Service`: run it in the process's `ServiceGroup`; graceful shutdown
 /// stops accepting and lets requests in flight finish.
@@ -27,15 +27,27 @@ public struct AdminServer: Service {
         public var readinessDetails: @Sendable () -> [String]
         /// The last probe of a policy, by its `match` pattern as written.
         public var probe: @Sendable (_ pattern: String) -> ProbeStatus?
+        /// Chains seen upstream, per host name (docs/contract.md §13 `observed`).
+        public var observed: @Sendable () -> [ObservedHost]
+        /// A policy's pin verdict counts since start, by label.
+        public var verdicts: @Sendable (_ pattern: String) -> [String: Int]
+        /// The Spotify sessions' state, for the status page.
+        public var sessions: @Sendable () -> [SessionSummary]
 
         public init(
             readiness: @escaping @Sendable () -> ReadinessStatus,
             readinessDetails: @escaping @Sendable () -> [String] = { [] },
-            probe: @escaping @Sendable (_ pattern: String) -> ProbeStatus? = { _ in nil }
+            probe: @escaping @Sendable (_ pattern: String) -> ProbeStatus? = { _ in nil },
+            observed: @escaping @Sendable () -> [ObservedHost] = { [] },
+            verdicts: @escaping @Sendable (_ pattern: String) -> [String: Int] = { _ in [:] },
+            sessions: @escaping @Sendable () -> [SessionSummary] = { [] }
         ) {
             self.readiness = readiness
             self.readinessDetails = readinessDetails
             self.probe = probe
+            self.observed = observed
+            self.verdicts = verdicts
+            self.sessions = sessions
         }
     }
 

@@ -26,8 +26,8 @@ struct MetricFamily: Sendable {
 
 extension MetricFamily {
     static let requests = MetricFamily(
-        name: "requests_total", help: "Requests answered, by policy host and HTTP status (refusals included).",
-        labels: ["host", "code"])
+        name: "requests_total", help: "Requests answered, by policy host, HTTP status (refusals included) and client identity.",
+        labels: ["host", "code", "client"])
     static let requestDuration = MetricFamily(
         name: "request_duration_seconds", help: "Time from request head to the end of the response.",
         labels: ["host"])
@@ -41,8 +41,11 @@ extension MetricFamily {
         name: "pin_validations_total", help: "Pin evaluations of verified upstream chains, by verdict.",
         labels: ["host", "result"])
     static let denied = MetricFamily(
-        name: "denied_total", help: "Refusals, by error code.",
-        labels: ["reason"])
+        name: "denied_total", help: "Refusals, by error code and client identity.",
+        labels: ["reason", "client"])
+    static let proxyAuthFailures = MetricFamily(
+        name: "proxy_auth_failures_total", help: "Failed proxy logins (Proxy-Authorization), by the configured identity named (_unknown: none).",
+        labels: ["client"])
     static let clientHandshakes = MetricFamily(
         name: "client_handshakes_total",
         help: "TLS handshakes of apps on intercepted sessions, by result (untrusted_ca: the app refused pinproxy's certificate).",
@@ -66,6 +69,9 @@ extension MetricFamily {
         name: "refresh_token_issued_timestamp_seconds",
         help: "When the stored refresh token of a session was issued (consent or last rotation).",
         labels: ["session"])
+    static let storeUp = MetricFamily(
+        name: "store_up", help: "1 when the session store shared by the replicas answers, 0 when it cannot be reached.",
+        labels: [])
     static let pinExpiry = MetricFamily(
         name: "pin_expiry_timestamp_seconds",
         help: "End of pinned coverage: the last moment up to which some pin of the policy stays active without a gap; 0 when none is active now, +Inf when coverage reaches a pin without not_after.",

@@ -100,3 +100,20 @@ public enum ClientHandshakeResult: String, Sendable, Hashable, CaseIterable {
     case tlsCipher = "tls_cipher"
     case tlsHandshake = "tls_handshake"
 }
+
+/// The `client` label (docs/contract.md §15): a name under
+/// `clients.identities`, `_anonymous` for a client that sent no credential,
+/// `_unknown` (failed logins only) for a name nobody configured. The server
+/// passes only names it found in the configuration, never the user name a
+/// client sent, so the series count is bounded by the configuration.
+public struct ClientLabel: Sendable, Hashable, CustomStringConvertible {
+    public let value: String
+
+    /// A configured identity's name, or one of the reserved `_` values.
+    public init(_ value: String) { self.value = value }
+
+    public static let anonymous = ClientLabel(ClientPrincipal.metricLabelAnonymous)
+    public static let unknown = ClientLabel("_unknown")
+
+    public var description: String { value }
+}

@@ -19,6 +19,11 @@ extension PinproxyMetrics {
         gauge(.refreshTokenIssued, session).set(to: Self.seconds(issued))
     }
 
+    /// Whether the session store shared by the replicas answers (docs/contract.md §12).
+    public func storeUp(_ up: Bool) {
+        gauge(.storeUp).set(to: up ? 1 : 0)
+    }
+
     /// One `POST /swap` or `POST /refresh` of the token swap backend.
     public func swapRequest(endpoint: SwapEndpoint, result: SwapResult) {
         counter(.swapRequests, endpoint.rawValue, result.rawValue).increment()

@@ -5,15 +5,20 @@ import Foundation
 extension PinproxyMetrics {
     /// One answered request (refusals included, docs/contract.md §10): its status and
     /// the time from its head to the end of the response.
-    public func requestCompleted(host: HostLabel, code: Int, duration: Duration) {
-        counter(.requests, host.value, Self.statusLabel(code)).increment()
+    public func requestCompleted(host: HostLabel, code: Int, duration: Duration, client: ClientLabel = .anonymous) {
+        counter(.requests, host.value, Self.statusLabel(code), client.value).increment()
         histogram(.requestDuration, buckets: Buckets.request, host.value).record(duration)
     }
 
     /// One refusal, by its docs/contract.md §4 code. Count the answer itself with
     /// `requestCompleted` too.
-    public func denied(reason: RefusalCode) {
-        counter(.denied, reason.rawValue).increment()
+    public func denied(reason: RefusalCode, client: ClientLabel = .anonymous) {
+        counter(.denied, reason.rawValue, client.value).increment()
+    }
+
+    /// A failed proxy login (docs/contract.md §15), by the identity it named.
+    public func proxyAuthFailed(client: ClientLabel) {
+        counter(.proxyAuthFailures, client.value).increment()
     }
 
     /// One app's TLS handshake with an interception certificate.

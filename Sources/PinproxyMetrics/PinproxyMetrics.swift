@@ -52,7 +52,7 @@ public final class PinproxyMetrics: Sendable {
         gauge(.clientConnections).set(to: 0)
         counter(.mintedCertificates).increment(by: Int64(0))
         for result in [ClientHandshakeResult.ok, .untrustedCA] { counter(.clientHandshakes, result.rawValue).increment(by: Int64(0)) }
-        for reason in RefusalCode.allCases { counter(.denied, reason.rawValue).increment(by: Int64(0)) }
+        for reason in RefusalCode.allCases { counter(.denied, reason.rawValue, ClientLabel.anonymous.value).increment(by: Int64(0)) }
         for result in ["success", "failure"] { counter(.policyReloads, result).increment(by: Int64(0)) }
     }
 

@@ -28,7 +28,9 @@ struct Backoff: Sendable, Equatable {
     var rateLimitedUntil: Date?
 
     /// The backoff after one more failure at `now`.
-    static func after(_ previous: Backoff?, now: Date, retryAfter: Date?,
+    /// `cap`: a lower ceiling for failures that cost nobody anything to retry
+    /// (an unreachable session store fails fast; docs/contract.md §12).
+    static func after(_ previous: Backoff?, now: Date, retryAfter: Date?, cap: TimeInterval = Backoff.cap,
                       random: (ClosedRange<Double>) -> Double = { Double.random(in: $0) }) -> Backoff {
         let attempt = (previous?.attempt ?? 0) + 1
         let ceiling = min(cap, base * pow(2, Double(min(attempt - 1, 30))))

@@ -33,7 +33,9 @@ struct SessionCredentials: Sendable {
         }
     }
 
-    func request() -> Result<Request, Problem> {
+    /// - Parameter refreshToken: with a shared store, the row's refresh token
+    ///   (or the file's seed): the file is then not read (docs/contract.md §12).
+    func request(refreshToken override: Secret? = nil) -> Result<Request, Problem> {
         let secret: String?
         switch readSecret() {
         case .success(let value): secret = value
@@ -46,6 +48,11 @@ struct SessionCredentials: Sendable {
             return .success(Request(form: [("grant_type", "client_credentials")], basicAuth: basicAuth,
                                     refreshTokenFileModifiedAt: nil))
         case .refreshToken:
+            if let override {
+                var form = [("grant_type", "refresh_token"), ("refresh_token", override.reveal())]
+                if basicAuth == nil { form.append(("client_id", config.clientID)) }
+                return .success(Request(form: form, basicAuth: basicAuth, refreshTokenFileModifiedAt: nil))
+            }
             guard let store else { return .failure(.noRefreshToken("no refresh_token_file configured")) }
             let loaded: RefreshTokenStore.Loaded
             switch store.load() {

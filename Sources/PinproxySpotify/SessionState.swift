@@ -11,6 +11,8 @@ struct SessionState {
         var expiresAt: Date
         /// The soft deadline: past it the token still serves while one refresh runs.
         var refreshAt: Date
+        /// The store's generation of this token; nil when fetched without the store.
+        var storeGeneration: Int? = nil
 
         var accessToken: AccessToken { AccessToken(value: token.reveal(), generation: generation, expiresAt: expiresAt) }
     }
@@ -34,6 +36,8 @@ struct SessionState {
         /// (a secret may be fixed on the accounts side); `invalid_grant` only
         /// when the refresh-token file changes.
         var retriesPeriodically: Bool
+        /// How long after the fault a periodic retry is allowed.
+        var retryInterval: TimeInterval = SessionState.misconfiguredRetryInterval
         var nextProbe: Date
         /// A probe found changed credentials (or the minute passed): the
         /// next admission may start one call.
@@ -60,9 +64,19 @@ struct SessionState {
 
     static let faultProbeInterval: TimeInterval = 1
     static let misconfiguredRetryInterval: TimeInterval = 60
+    /// With a shared store, a login on another machine fixes a session without
+    /// touching anything here; a retry then costs one store read and calls
+    /// accounts only if the stored refresh token changed (docs/contract.md §12).
+    static let sharedLoginRetryInterval: TimeInterval = 2
 
     var cached: Cached?
     var generation = 0
+    /// The newest store generation this replica has held (docs/contract.md §12); 0: none.
+    var heldStoreGeneration = 0
+    /// A store generation an upstream 401 invalidated here, until the next token.
+    var invalidatedStoreGeneration: Int?
+    /// The refresh token accounts last refused (`invalid_grant`): not sent again.
+    var refusedRefreshToken: Secret?
     var refresh = Refresh.idle
     var backoff: Backoff?
     var fault: Fault?
@@ -132,7 +146,7 @@ struct SessionState {
     mutating func applyFaultProbe(fingerprint: Int, now: Date) -> Bool {
         guard var fault else { return false }
         let changed = fingerprint != fault.fingerprint
-        let due = fault.retriesPeriodically && now >= fault.at.addingTimeInterval(Self.misconfiguredRetryInterval)
+        let due = fault.retriesPeriodically && now >= fault.at.addingTimeInterval(fault.retryInterval)
         guard changed || due else { return false }
         fault.retryNow = true
         self.fault = fault
@@ -140,11 +154,15 @@ struct SessionState {
     }
 
     /// A new token arrived: cache it, forget failures, hand it to every waiter.
-    mutating func installed(token: Secret, lifetime: TimeInterval, requestedAt: Date, refreshBefore: Duration) -> (AccessToken, [Waiter]) {
+    mutating func installed(token: Secret, lifetime: TimeInterval, requestedAt: Date, refreshBefore: Duration,
+                            storeGeneration: Int? = nil) -> (AccessToken, [Waiter]) {
         generation += 1
         let expiresAt = requestedAt.addingTimeInterval(lifetime)
         let cached = Cached(token: token, generation: generation, expiresAt: expiresAt,
-                            refreshAt: RefreshTiming.softDeadline(issuedAt: requestedAt, lifetime: lifetime, refreshBefore: refreshBefore))
+                            refreshAt: RefreshTiming.softDeadline(issuedAt: requestedAt, lifetime: lifetime, refreshBefore: refreshBefore),
+                            storeGeneration: storeGeneration)
+        if let storeGeneration { heldStoreGeneration = max(heldStoreGeneration, storeGeneration) }
+        invalidatedStoreGeneration = nil
         self.cached = cached
         backoff = nil
         fault = nil
@@ -165,9 +183,9 @@ struct SessionState {
 
     /// A transient failure: back off; keep trying while someone needs a token.
     /// Returns the waiters whose deadline ends before a `Retry-After` (failed at once).
-    mutating func failed(reason: String, now: Date, retryAfter: Date?,
+    mutating func failed(reason: String, now: Date, retryAfter: Date?, cap: TimeInterval = Backoff.cap,
                          random: (ClosedRange<Double>) -> Double = { Double.random(in: $0) }) -> (Launch, [Waiter], Backoff) {
-        let next = Backoff.after(backoff, now: now, retryAfter: retryAfter, random: random)
+        let next = Backoff.after(backoff, now: now, retryAfter: retryAfter, cap: cap, random: random)
         backoff = next
         fault = nil  // a retry after a fault met a transient failure: we no longer know
         lastFailure = reason

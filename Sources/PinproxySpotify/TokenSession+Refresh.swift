@@ -7,20 +7,22 @@ import PinproxyPolicy
 /// ever running once per session at a time (`SessionState.Refresh.running`).
 extension TokenSession {
     func refresh() async {
+        if let shared {
+            await refreshShared(shared)
+        } else {
+            await refreshAlone()
+        }
+    }
+
+    /// Without a store, or a `client_credentials` session whose store is unreachable.
+    func refreshAlone() async {
         let fingerprint = credentials.fingerprint()
         let request: SessionCredentials.Request
         switch credentials.request() {
         case .success(let value):
             request = value
         case .failure(let problem):
-            let error: TokenError
-            switch problem.status {
-            case .needsReauthorization(let reason): error = .needsReauthorization(reason: reason)
-            case .misconfigured(let reason): error = .misconfigured(reason: reason)
-            default: preconditionFailure("credential problem with status \(problem.status)")
-            }
-            logger.error("Spotify session cannot request a token: \(problem.status)")
-            fault(problem.status, error, fingerprint: fingerprint, periodic: true, result: .failure)
+            credentialProblem(problem, fingerprint: fingerprint)
             return
         }
         if let modified = request.refreshTokenFileModifiedAt {
@@ -28,33 +30,66 @@ extension TokenSession {
         }
 
         let requestedAt = clock()
-        let response: TokenEndpointResponse
-        do {
-            response = try await callEndpoint(request)
-        } catch is EndpointTimeout {
-            transientFailure("token endpoint did not answer within \(DurationText.format(endpointTimeout))", detail: nil, retryAfter: nil, result: .failure)
-            return
-        } catch {
-            transientFailure("token endpoint unreachable", detail: "\(error)", retryAfter: nil, result: .failure)
-            return
+        switch await ask(request) {
+        case .answered(let response):
+            let reply = TokenReply(response, now: clock())
+            if case .granted(let grant) = reply {
+                granted(grant, requestedAt: requestedAt)
+            } else {
+                handle(reply, status: response.status, fingerprint: fingerprint)
+            }
+        case .failed(let reason, let detail):
+            transientFailure(reason, detail: detail, retryAfter: nil, result: .failure)
         }
+    }
 
-        switch TokenReply(response, now: clock()) {
-        case .granted(let grant):
-            granted(grant, requestedAt: requestedAt)
+    func credentialProblem(_ problem: SessionCredentials.Problem, fingerprint: Int) {
+        let error: TokenError
+        switch problem.status {
+        case .needsReauthorization(let reason): error = .needsReauthorization(reason: reason)
+        case .misconfigured(let reason): error = .misconfigured(reason: reason)
+        default: preconditionFailure("credential problem with status \(problem.status)")
+        }
+        logger.error("Spotify session cannot request a token: \(problem.status)")
+        fault(problem.status, error, fingerprint: fingerprint, periodic: true, result: .failure)
+    }
+
+    enum Asked: Sendable {
+        case answered(TokenEndpointResponse)
+        case failed(reason: String, detail: String?)
+    }
+
+    /// One call to the token endpoint, its failures put in words.
+    func ask(_ request: SessionCredentials.Request) async -> Asked {
+        do {
+            return .answered(try await callEndpoint(request))
+        } catch is EndpointTimeout {
+            return .failed(reason: "token endpoint did not answer within \(DurationText.format(endpointTimeout))", detail: nil)
+        } catch {
+            return .failed(reason: "token endpoint unreachable", detail: "\(error)")
+        }
+    }
+
+    /// Every answer but a grant.
+    func handle(_ reply: TokenReply, status: Int, fingerprint: Int) {
+        switch reply {
+        case .granted:
+            preconditionFailure("handle(_:) is not given grants")
         case .rateLimited(let retryAfter):
             transientFailure("token endpoint rate limited (429)", detail: nil, retryAfter: retryAfter, result: .rateLimited)
         case .failed(let reason):
             transientFailure("token endpoint failed: \(reason)", detail: nil, retryAfter: nil, result: .failure)
         case .invalidClient:
             logger.error("the accounts service rejected the client credentials (invalid_client): check client_id and the client secret; not retried until the secret changes or a minute passes",
-                         metadata: ["status": "\(response.status)"])
+                         metadata: ["status": "\(status)"])
             fault(.misconfigured(reason: "invalid_client"), .invalidClient, fingerprint: fingerprint, periodic: true, result: .invalidClient)
         case .invalidGrant:
             logger.error("the accounts service refused the refresh token (invalid_grant): run `pinproxy spotify login \(name)`; the stored token is kept",
-                         metadata: ["status": "\(response.status)"])
+                         metadata: ["status": "\(status)"])
+            // With a store, a login elsewhere changes no file here: look again once a minute.
             fault(.needsReauthorization(reason: "invalid_grant"), .needsReauthorization(reason: "invalid_grant"),
-                  fingerprint: fingerprint, periodic: false, result: .invalidGrant)
+                  fingerprint: fingerprint, periodic: shared != nil, result: .invalidGrant,
+                  retryInterval: shared != nil ? SessionState.sharedLoginRetryInterval : SessionState.misconfiguredRetryInterval)
         case .rejected(let code, let status):
             logger.error("the accounts service refused the token request (\(code)): a configuration error, not retried until the credentials change or a minute passes",
                          metadata: ["status": "\(status)"])
@@ -66,7 +101,7 @@ extension TokenSession {
 
     /// The endpoint call, abandoned (and cancelled) after `endpointTimeout`.
     /// Not a task group: a group would wait for a child that ignores cancellation.
-    private func callEndpoint(_ request: SessionCredentials.Request) async throws -> TokenEndpointResponse {
+    func callEndpoint(_ request: SessionCredentials.Request) async throws -> TokenEndpointResponse {
         let endpoint = self.endpoint
         let timeout = endpointTimeout
         let pending = NIOLockedValueBox<CheckedContinuation<TokenEndpointResponse, any Error>?>(nil)
@@ -98,7 +133,7 @@ extension TokenSession {
         }
     }
 
-    private func granted(_ grant: TokenReply.Grant, requestedAt: Date) {
+    func granted(_ grant: TokenReply.Grant, requestedAt: Date) {
         // Rotation: the new refresh token is on disk before the new access
         // token is used by anyone (docs/contract.md §7). A reply without one leaves the file alone.
         if let rotated = grant.refreshToken, config.flow == .refreshToken, let store = credentials.store {
@@ -122,18 +157,21 @@ extension TokenSession {
         resume(waiters, with: .success(token))
     }
 
-    private func fault(_ status: TokenSessionStatus, _ error: TokenError, fingerprint: Int, periodic: Bool, result: TokenRefreshOutcome) {
+    func fault(_ status: TokenSessionStatus, _ error: TokenError, fingerprint: Int, periodic: Bool, result: TokenRefreshOutcome,
+               retryInterval: TimeInterval = SessionState.misconfiguredRetryInterval) {
         let now = clock()
         let fault = SessionState.Fault(status: status, error: error, fingerprint: fingerprint, at: now,
-                                       retriesPeriodically: periodic, nextProbe: now.addingTimeInterval(SessionState.faultProbeInterval))
+                                       retriesPeriodically: periodic, retryInterval: retryInterval,
+                                       nextProbe: now.addingTimeInterval(SessionState.faultProbeInterval))
         let waiters = state.withLockedValue { $0.faulted(fault) }
         events.refreshed(name, result)
         resume(waiters, with: .failure(error))
     }
 
-    private func transientFailure(_ reason: String, detail: String?, retryAfter: Date?, result: TokenRefreshOutcome) {
+    func transientFailure(_ reason: String, detail: String?, retryAfter: Date?, result: TokenRefreshOutcome,
+                          cap: TimeInterval = Backoff.cap) {
         let now = clock()
-        let (launch, hopeless, backoff) = state.withLockedValue { $0.failed(reason: reason, now: now, retryAfter: retryAfter) }
+        let (launch, hopeless, backoff) = state.withLockedValue { $0.failed(reason: reason, now: now, retryAfter: retryAfter, cap: cap) }
         var metadata: Logger.Metadata = [
             "attempt": "\(backoff.attempt)",
             "retry_in_ms": "\(Int(max(0, backoff.notBefore.timeIntervalSince(now)) * 1000))",

@@ -21,15 +21,19 @@ public final class TokenSession: Sendable {
     /// hung connection cannot hold the single flight forever.
     let endpointTimeout: Duration
     let state = NIOLockedValueBox(SessionState())
+    /// The store the replicas share (docs/contract.md §12); nil: this replica alone (§7).
+    let shared: (any SharedSessionStore)?
 
     public convenience init(config: SpotifySession, endpoint: any TokenEndpoint, clock: @escaping @Sendable () -> Date = { Date() },
-                            events: TokenSessionEvents = .none, logger: Logger) {
-        self.init(config: config, endpoint: endpoint, clock: clock, events: events, logger: logger, endpointTimeout: .seconds(30))
+                            events: TokenSessionEvents = .none, logger: Logger, shared: (any SharedSessionStore)? = nil) {
+        self.init(config: config, endpoint: endpoint, clock: clock, events: events, logger: logger, endpointTimeout: .seconds(30),
+                  shared: shared)
     }
 
     init(config: SpotifySession, endpoint: any TokenEndpoint, clock: @escaping @Sendable () -> Date,
-         events: TokenSessionEvents, logger: Logger, endpointTimeout: Duration) {
+         events: TokenSessionEvents, logger: Logger, endpointTimeout: Duration, shared: (any SharedSessionStore)? = nil) {
         self.endpointTimeout = endpointTimeout
+        self.shared = shared
         self.name = config.name
         self.config = config
         self.endpoint = endpoint
@@ -39,7 +43,8 @@ public final class TokenSession: Sendable {
         logger[metadataKey: "spotify_session"] = "\(config.name)"
         self.logger = logger
         self.credentials = SessionCredentials(config: config)
-        if let issued = credentials.store?.modificationDate() {
+        // With a store, the refresh token's age is the store's, learnt at the first read.
+        if shared == nil, let issued = credentials.store?.modificationDate() {
             events.refreshTokenIssued(config.name, issued)
         }
     }
@@ -79,6 +84,8 @@ public final class TokenSession: Sendable {
         let dropped = state.withLockedValue { state -> Bool in
             guard let cached = state.cached, cached.generation == generation else { return false }
             state.cached = nil
+            // The next refresh marks it stale in the store, so other replicas refresh once (docs/contract.md §12).
+            state.invalidatedStoreGeneration = cached.storeGeneration
             return true
         }
         if dropped {

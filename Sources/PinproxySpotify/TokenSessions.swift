@@ -9,10 +9,10 @@ public final class TokenSessions: Sendable {
     public let tokenTimeout: Duration
 
     public init(config: SpotifyConfig, endpoint: any TokenEndpoint, clock: @escaping @Sendable () -> Date = { Date() },
-                events: TokenSessionEvents = .none, logger: Logger) {
+                events: TokenSessionEvents = .none, logger: Logger, shared: (any SharedSessionStore)? = nil) {
         tokenTimeout = config.tokenTimeout
         sessions = config.sessions.mapValues { session in
-            TokenSession(config: session, endpoint: endpoint, clock: clock, events: events, logger: logger)
+            TokenSession(config: session, endpoint: endpoint, clock: clock, events: events, logger: logger, shared: shared)
         }
     }
 

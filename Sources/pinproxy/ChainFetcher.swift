@@ -10,9 +10,10 @@ enum ChainFetcher {
         var address: String
     }
 
+    /// `configuration`: a policy's TLS settings (`explain --connect`); by default a plain client trusting `trust`.
     static func fetch(host: String, port: Int, serverName: String, trust: TLSConfiguration.TrustRoots,
-                      timeout: TimeAmount = .seconds(10)) async throws -> Result {
-        var configuration = TLSConfiguration.client(trustRoots: trust)
+                      configuration base: TLSConfiguration? = nil, timeout: TimeAmount = .seconds(10)) async throws -> Result {
+        var configuration = base ?? TLSConfiguration.client(trustRoots: trust)
         configuration.verification = .reportOnly
         configuration.sessionResumption = false
         let context = try TLSContext(configuration: configuration)

@@ -8,5 +8,6 @@ struct Pinproxy: AsyncParsableCommand {
         commandName: "pinproxy",
         abstract: "A configuration-driven pinning egress proxy.",
         version: VersionText.text,
-        subcommands: [RunCommand.self, CheckCommand.self, PinCommand.self, CACommand.self, SpotifyCommand.self])
+        subcommands: [RunCommand.self, CheckCommand.self, ExplainCommand.self, PinCommand.self, PinsCommand.self, CACommand.self,
+                      SpotifyCommand.self, PasswdCommand.self])
 }

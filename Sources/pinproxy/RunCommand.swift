@@ -7,6 +7,7 @@ import PinproxyAdmin
 import PinproxyMetrics
 import PinproxyPolicy
 import PinproxyServer
+import PinproxySessionStore
 import PinproxySpotify
 import PinproxyTLS
 import ServiceLifecycle
@@ -75,18 +76,43 @@ struct RunCommand: AsyncParsableCommand {
         metrics.buildInfo(version: Pinproxy.version)
         let readiness = ReadinessState(policyLoaded: true, caUsable: true)
         let tokenSessions = NIOLockedValueBox<SessionTokenProvider?>(nil)
+        // Type=notify (examples/systemd): READY=1 once both listeners are up, STOPPING=1 when the drain begins.
+        let systemd = SystemdNotify()
+        let notice = ReadinessNotice(waitingFor: ["proxy", "admin"], notify: systemd)
         let proxy = try ProxyServer(
             store: store, ca: ca, instrumentation: MetricsInstrumentation(metrics), logger: logger,
             accessLog: Logger(label: "pinproxy.access"),
             onListening: { _ in
                 readiness.setListening(true)
+                notice.listening("proxy")
                 // Warm every session's cache once the path to accounts can serve.
                 tokenSessions.withLockedValue { $0 }?.prefetchAll()
             },
-            onDraining: { readiness.setListening(false) })
+            onDraining: {
+                readiness.setListening(false)
+                systemd.send("STOPPING=1\nSTATUS=draining")
+            })
+        // The store the replicas share their sessions through (docs/contract.md §12).
+        let sessionStore: PostgresSessionStore?
+        if let storeConfig = settings.spotify.store {
+            do {
+                metrics.storeUp(false)
+                sessionStore = try PostgresSessionStore(config: storeConfig, logger: Logger(label: "pinproxy.store"),
+                                                        onChange: { metrics.storeUp($0) })
+                logger.info("Spotify sessions shared through the session store", metadata: [
+                    "host": "\(storeConfig.host)", "port": "\(storeConfig.port)", "database": "\(storeConfig.database)",
+                    "tls": "\(storeConfig.tls.rawValue)",
+                ])
+            } catch {
+                logger.critical("cannot set up the session store", metadata: ["error": "\(error)"])
+                throw ExitCode(1)
+            }
+        } else {
+            sessionStore = nil
+        }
         // Spotify sessions: their token requests go through the proxy's own path.
         let sessions = SessionTokenProvider(
-            config: settings.spotify, events: .metrics(metrics), logger: Logger(label: "pinproxy.spotify"),
+            config: settings.spotify, events: .metrics(metrics), logger: Logger(label: "pinproxy.spotify"), shared: sessionStore,
             endpoint: { spotify in ProxiedTokenEndpoint(proxy: proxy, accounts: spotify.accounts, timeout: spotify.tokenTimeout) })
         proxy.setTokenProvider(sessions)
         store.addObserver { event in
@@ -104,16 +130,23 @@ struct RunCommand: AsyncParsableCommand {
                 return status
             }, readinessDetails: {
                 let accept = proxy.acceptHealth.recentFailure().map { ["the proxy listener cannot accept connections: \($0.reason)"] } ?? []
-                return accept + sessions.readinessDetails
+                let store = sessionStore?.problem.map { ["the session store cannot be reached: \($0)"] } ?? []
+                return accept + store + sessions.readinessDetails
             }, probe: { pattern in
                 proxy.probes.result(for: pattern).map {
                     ProbeStatus(success: $0.success, at: $0.at, leafNotAfter: $0.leafNotAfter, verdict: $0.verdict, error: $0.error, detail: $0.detail)
                 }
-            }))
+            }, observed: { proxy.observedPins.hosts },
+            verdicts: { proxy.observedPins.verdicts(forPolicy: $0) },
+            sessions: { sessions.summaries }),
+            onListening: { _ in notice.listening("admin") })
         // A graceful shutdown stops services in reverse order: the proxy, last
         // here, first (its listener closes at once, then it drains), and the
         // admin API, first here, last, so /readyz answers 503 during the drain.
-        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        // First here, so it stops last: sessions may still refresh while the proxy drains.
+        if let sessionStore { services.append(.init(service: sessionStore)) }
+        services += [
             .init(service: admin),
             .init(service: PolicyReloadSignalService(store: store)),
             .init(service: PolicyFileWatcher(store: store)),

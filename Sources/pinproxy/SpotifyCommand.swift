@@ -5,6 +5,7 @@ import NIOConcurrencyHelpers
 import PinproxyAdmin
 import PinproxyPolicy
 import PinproxyServer
+import PinproxySessionStore
 import PinproxySpotify
 import PinproxyTLS
 
@@ -55,8 +56,8 @@ struct SpotifyLoginCommand: AsyncParsableCommand {
         guard let sessionConfig = spotify.sessions[session] else {
             fail("no Spotify session named \(session) (known: \(spotify.sessions.keys.sorted().joined(separator: ", ")))")
         }
-        guard sessionConfig.flow == .refreshToken, sessionConfig.refreshTokenFile != nil else {
-            fail("session \(session) is not a refresh_token session with a refresh_token_file")
+        guard sessionConfig.flow == .refreshToken, sessionConfig.refreshTokenFile != nil || spotify.store != nil else {
+            fail("session \(session) is not a refresh_token session with a refresh_token_file or a spotify.store")
         }
         guard let redirectURI = sessionConfig.redirectURI, let callback = Callback(redirectURI) else {
             fail("session \(session) needs a redirect_uri of the form http://127.0.0.1:PORT/PATH (a loopback address)")
@@ -73,9 +74,21 @@ struct SpotifyLoginCommand: AsyncParsableCommand {
         } catch {
             fail("cannot set up the path to the accounts service: \(error)")
         }
+        // With a store, the refresh token goes there (docs/contract.md §12); its pool runs while we wait.
+        var sharedStore: PostgresSessionStore?
+        if let storeConfig = spotify.store {
+            do {
+                sharedStore = try PostgresSessionStore(config: storeConfig, logger: logger, leaseTimeout: .seconds(10))
+            } catch {
+                fail("cannot set up the session store: \(error)")
+            }
+        }
+        let storeTask = sharedStore.map { store in Task { try? await store.run() } }
+        defer { storeTask?.cancel() }
         let exchange = AuthorizationCodeExchange(
             session: sessionConfig,
-            endpoint: ProxiedTokenEndpoint(proxy: proxy, accounts: spotify.accounts, timeout: spotify.tokenTimeout))
+            endpoint: ProxiedTokenEndpoint(proxy: proxy, accounts: spotify.accounts, timeout: spotify.tokenTimeout),
+            shared: sharedStore)
         let request = AuthorizationRequest()
         let url = request.url(accounts: spotify.accounts, clientID: sessionConfig.clientID, redirectURI: redirectURI, scope: scope)
 
@@ -97,6 +110,7 @@ struct SpotifyLoginCommand: AsyncParsableCommand {
         switch outcome.withLockedValue({ $0 }) {
         case .stored(let path)?:
             say("Stored the refresh token of session \(session) in \(path).")
+            storeTask?.cancel()
         case .failed(let reason)?:
             fail(reason)
         case nil:

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
+import PinproxyAdmin
 import PinproxyMetrics
 import PinproxyPolicy
 import PinproxyServer
@@ -47,8 +48,12 @@ final class SessionTokenProvider: BearerTokenProvider, Sendable {
     private let makeEndpoint: @Sendable (SpotifyConfig) -> any TokenEndpoint
     private let events: TokenSessionEvents
     private let logger: Logger
+    /// The store the replicas share, made once at start (docs/contract.md §12).
+    private let shared: (any SharedSessionStore)?
 
-    init(config: SpotifyConfig, events: TokenSessionEvents, logger: Logger, endpoint: @escaping @Sendable (SpotifyConfig) -> any TokenEndpoint) {
+    init(config: SpotifyConfig, events: TokenSessionEvents, logger: Logger, shared: (any SharedSessionStore)? = nil,
+         endpoint: @escaping @Sendable (SpotifyConfig) -> any TokenEndpoint) {
+        self.shared = shared
         self.makeEndpoint = endpoint
         self.events = events
         self.logger = logger
@@ -59,6 +64,9 @@ final class SessionTokenProvider: BearerTokenProvider, Sendable {
     /// Takes the `spotify:` section of a newly loaded config.
     func update(_ config: SpotifyConfig) {
         let endpoint = makeEndpoint(config)
+        if state.withLockedValue({ $0.config.store != config.store }) {
+            logger.warning("spotify.store changed: the store in use stays until pinproxy restarts")
+        }
         let accountsChanged = state.withLockedValue { $0.config.accounts != config.accounts || $0.config.tokenTimeout != config.tokenTimeout }
         state.withLockedValue { current in
             var next: [String: (config: SpotifySession, session: TokenSession)] = [:]
@@ -66,7 +74,7 @@ final class SessionTokenProvider: BearerTokenProvider, Sendable {
                 if !accountsChanged, let kept = current.sessions[name], kept.config == sessionConfig {
                     next[name] = kept
                 } else {
-                    next[name] = (sessionConfig, TokenSession(config: sessionConfig, endpoint: endpoint, events: events, logger: logger))
+                    next[name] = (sessionConfig, TokenSession(config: sessionConfig, endpoint: endpoint, events: events, logger: logger, shared: shared))
                 }
             }
             current = Current(config: config, sessions: next)
@@ -83,6 +91,16 @@ final class SessionTokenProvider: BearerTokenProvider, Sendable {
             current.sessions.keys.sorted().compactMap { name in
                 let status = current.sessions[name]!.session.status
                 return status.isHealthy ? nil : "spotify session \(name) \(status)"
+            }
+        }
+    }
+
+    /// Each session's name, flow and state for the status page: no secret.
+    var summaries: [SessionSummary] {
+        state.withLockedValue { current in
+            current.sessions.keys.sorted().map { name in
+                let entry = current.sessions[name]!
+                return SessionSummary(name: name, flow: entry.config.flow.rawValue, status: entry.session.status)
             }
         }
     }

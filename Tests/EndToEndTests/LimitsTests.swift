@@ -181,6 +181,46 @@ struct LimitsTests {
         #expect(proxyStatus == 0, "\(proxy.log.suffix(600))")
     }
 
+    @Test func aResponseSlowerThanTheGraceIsCutOffAndCounted() async throws {
+        let dir = try TemporaryDirectory("pinproxy-grace")
+        let pki = try TestPKI.make(in: dir, names: ["api.test"])
+        let upstream = try await TestUpstream(chainFile: pki.chainFile, keyFile: pki.leafKey)
+        let proxy = try ProxyHarness(policies: """
+            hosts:
+              - match: api.test
+                action: intercept
+                upstream: 127.0.0.1:\(upstream.port)
+                tls: { ca_file: \(pki.rootCertificate) }
+            """, mainConfig: "network:\n  allow: [127.0.0.0/8]\nlimits:\n  shutdown_grace: 1s\n", directory: dir)
+        let curl = try ChildProcess("/usr/bin/curl", [
+            "-sS", "--proxy", proxy.proxyURL, "--cacert", proxy.caFile, "-w", "\nstatus=%{http_code}", "https://api.test/slow/8000",
+        ], directory: dir, name: "curl-too-slow")
+        _ = pollUntil(every: 0.02) { upstream.requests.withLockedValue { $0.contains("GET /slow/8000") } }
+        proxy.process.signal(SIGTERM)
+        let curlStatus = curl.waitForExit(timeout: 20)
+        let proxyStatus = proxy.process.waitForExit(timeout: 20)
+        #expect(curlStatus != 0, "the response was cut off, not completed: \(curl.outputText)")
+        #expect(!curl.outputText.contains("slow response after"))
+        #expect(proxyStatus == 0, "\(proxy.log.suffix(600))")
+        #expect(proxy.log.contains("shutdown grace ran out"), "\(proxy.log.suffix(600))")
+    }
+
+    @Test func idleConnectionsDoNotHoldTheDrain() async throws {
+        let dir = try TemporaryDirectory("pinproxy-idle-drain")
+        // A grace far longer than the wait below: only closing idle
+        // connections at once lets pinproxy exit within it.
+        let proxy = try ProxyHarness(policies: "hosts: []\n",
+                                     mainConfig: "network:\n  allow: [127.0.0.0/8]\nlimits:\n  shutdown_grace: 600s\n", directory: dir)
+        let idle = try RawClient(port: proxy.port)
+        // The listener has accepted it before the signal goes out.
+        #expect(pollUntil(every: 0.02) { proxy.log.contains("proxy listening") })
+        proxy.process.signal(SIGTERM)
+        let proxyStatus = proxy.process.waitForExit(timeout: 30)
+        #expect(proxyStatus == 0, "pinproxy exited while idle connections were open: \(proxy.log.suffix(600))")
+        #expect(proxy.log.contains("all client connections finished"), "\(proxy.log.suffix(600))")
+        #expect(idle.readToEnd().isEmpty, "the idle connection was closed without an answer")
+    }
+
     // MARK: Helpers
 
     static func residentBytes(pid: Int32) -> Int? {

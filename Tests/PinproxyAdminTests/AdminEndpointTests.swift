@@ -102,7 +102,7 @@ struct AdminEndpointTests {
             #expect(answer.status == 200)
             #expect(answer.headers["content-type"] == "application/json")
             let json = try answer.json()
-            #expect(Set(json.keys) == ["hosts", "last_reload"])
+            #expect(Set(json.keys) == ["hosts", "last_reload", "observed"])
             let lastReload = try #require(json["last_reload"] as? [String: Any])
             #expect(Set(lastReload.keys) == ["at", "result", "errors"])
             #expect(lastReload["at"] is NSNull)

@@ -178,7 +178,9 @@ struct AccessRecordTests {
         #expect(line["upstream"] == nil)
         #expect(line["error"] == nil)
         #expect(Set(line.keys) == ["ts", "level", "logger", "message", "bytes_down", "bytes_up", "client", "duration_ms",
-                                   "host", "method", "mode", "path", "policy", "status"])
+                                   "host", "identity", "method", "mode", "path", "policy", "status"])
+        // Always present, `-` for a client that proved no identity (docs/contract.md §15).
+        #expect(line["identity"] as? String == "-")
         #expect((line["duration_ms"] as? NSNumber)?.doubleValue == 0)
 
         let failed = try Self.parse(Self.withError.render(label: Self.label))

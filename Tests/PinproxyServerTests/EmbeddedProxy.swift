@@ -203,10 +203,11 @@ struct RecordingInstrumentation: ProxyInstrumentation {
     let recorder: Recorder
     init(_ recorder: Recorder) { self.recorder = recorder }
 
-    func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double) {
+    func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double, client: String) {
         recorder.completed(policy?.metricLabel ?? "_none", status)
     }
-    func denied(code: ProxyError.Code) { recorder.denied(code.rawValue) }
+    func denied(code: ProxyError.Code, client: String) { recorder.denied(code.rawValue) }
+    func proxyAuthFailed(client: String) {}
     func upstreamHandshake(policy: HostPolicy?, result: UpstreamHandshakeResult, seconds: Double) {}
     func upstreamTLS(policy: HostPolicy?, version: String, cipher: String, leafNotAfter: Date?) {}
     func pinValidation(policy: HostPolicy?, verdict: PinVerdict) {}

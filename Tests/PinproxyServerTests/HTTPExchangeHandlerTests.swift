@@ -239,7 +239,7 @@ struct HTTPExchangeHandlerTests {
     @Test func aShutdownClosesAnIdleConnectionAtOnce() throws {
         let proxy = try EmbeddedProxy()
         #expect(proxy.isOpen)
-        proxy.channel.pipeline.fireUserInboundEventTriggered(ProxyShutdownEvent())
+        proxy.channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
         proxy.channel.embeddedEventLoop.run()
 
         #expect(!proxy.isOpen)
@@ -253,7 +253,7 @@ struct HTTPExchangeHandlerTests {
         #expect(try proxy.responses().map(\.status) == [403])
         #expect(proxy.isOpen)
 
-        proxy.channel.pipeline.fireUserInboundEventTriggered(ProxyShutdownEvent())
+        proxy.channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
         proxy.channel.embeddedEventLoop.run()
         #expect(!proxy.isOpen)
     }
@@ -264,7 +264,7 @@ struct HTTPExchangeHandlerTests {
         try proxy.send("POST http://denied.test/ HTTP/1.1\r\nHost: denied.test\r\nContent-Length: 10\r\n\r\nhello")
         #expect(try proxy.responses().map(\.status) == [403])
 
-        proxy.channel.pipeline.fireUserInboundEventTriggered(ProxyShutdownEvent())
+        proxy.channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
         proxy.channel.embeddedEventLoop.run()
         #expect(proxy.isOpen, "the request is still arriving")
 

@@ -37,6 +37,11 @@ public final class MockAccounts: Sendable {
         public var lastIssuedRefreshToken: String?
         /// `GET /authorize` requests answered with a redirect.
         public var authorizeRequests = 0
+        /// `refresh_token` grants that presented a refresh token rotation had
+        /// already replaced (two replicas forking the rotation would show here).
+        public var supersededRefreshTokens = 0
+        /// Every access token issued, in order (a test can show each reached the Web API).
+        public var issuedAccessTokens: [String] = []
     }
 
     private struct State {
@@ -44,6 +49,8 @@ public final class MockAccounts: Sendable {
         var counters = Counters()
         var accessTokens: [String: Date] = [:]
         var refreshTokens: Set<String> = []
+        /// Refresh tokens rotation replaced (revoked, remembered to count reuse).
+        var supersededRefreshTokens: Set<String> = []
         var codes: [String: (redirectURI: String, challenge: String?)] = [:]
         var serial = 0
     }
@@ -93,6 +100,11 @@ public final class MockAccounts: Sendable {
         state.withLockedValue { state in state.accessTokens[token].map { $0 > Date() } ?? false }
     }
 
+    /// One access token stops working (revoked early: the Web API answers 401 to it).
+    public func revokeAccessToken(_ token: String) {
+        state.withLockedValue { _ = $0.accessTokens.removeValue(forKey: token) }
+    }
+
     /// Every access token issued so far stops working (as if they had expired).
     public func expireAccessTokens() {
         state.withLockedValue { $0.accessTokens = [:] }
@@ -137,12 +149,16 @@ public final class MockAccounts: Sendable {
             case "client_credentials":
                 return .respond(grant(&state, refreshToken: nil))
             case "refresh_token":
+                if let token = field("refresh_token"), state.supersededRefreshTokens.contains(token) {
+                    state.counters.supersededRefreshTokens += 1
+                }
                 guard !state.behaviour.invalidGrant, let token = field("refresh_token"), state.refreshTokens.contains(token) else {
                     return .respond(Self.error(400, "invalid_grant", "Invalid refresh token"))
                 }
                 var rotated: String?
                 if state.behaviour.rotateRefreshTokens {
                     state.refreshTokens.remove(token)
+                    state.supersededRefreshTokens.insert(token)
                     rotated = Self.mint("rt", &state.serial)
                     state.refreshTokens.insert(rotated!)
                 }
@@ -218,6 +234,7 @@ public final class MockAccounts: Sendable {
         let access = Self.mint("at", &state.serial)
         state.accessTokens[access] = Date().addingTimeInterval(TimeInterval(state.behaviour.expiresIn))
         state.counters.lastIssuedAccessToken = access
+        state.counters.issuedAccessTokens.append(access)
         var body: [String: any Sendable] = [
             "access_token": access, "token_type": state.behaviour.tokenType, "expires_in": state.behaviour.expiresIn,
         ]

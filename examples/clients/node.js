@@ -35,7 +35,13 @@ const connect = http.request({
   port: proxy.port || 80,
   method: 'CONNECT',
   path: `${target.hostname}:${port}`,
-  headers: { Host: `${target.hostname}:${port}` },
+  headers: {
+    Host: `${target.hostname}:${port}`,
+    // PINPROXY=http://NAME:PASSWORD@host:port: the identity pinproxy admits
+    // (docs/policies.md, "Who may go where"), sent on the CONNECT.
+    ...(proxy.username ? { 'Proxy-Authorization': 'Basic ' + Buffer.from(
+      `${decodeURIComponent(proxy.username)}:${decodeURIComponent(proxy.password)}`).toString('base64') } : {}),
+  },
 });
 connect.on('connect', (res, socket) => {
   if (res.statusCode !== 200) {

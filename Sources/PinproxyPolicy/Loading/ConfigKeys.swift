@@ -10,15 +10,17 @@ public enum ConfigKeys {
         "": ["listen", "admin", "ca", "policies", "default_action", "concurrency", "clients", "network", "limits", "spotify", "log"],
         "admin": ["listen"],
         "ca": ["cert", "key"],
-        "clients": ["allow"],
+        "clients": ["allow", "identities", "require_identity"],
+        "clients.identities.*": ["password_hash", "password_hash_file", "from"],
         "network": ["deny_private", "allow"],
         "limits": ["max_client_connections", "header_timeout", "idle_timeout", "max_header_bytes", "shutdown_grace"],
-        "spotify": ["accounts", "token_timeout", "sessions", "swap"],
+        "spotify": ["accounts", "token_timeout", "sessions", "swap", "store"],
         "spotify.sessions.*": [
             "flow", "client_id", "client_secret", "client_secret_file", "refresh_token_file", "refresh_before",
             "redirect_uri",
         ],
         "spotify.swap": ["listen", "session", "redirect_uri", "key_file", "key", "legacy_secret_file"],
+        "spotify.store": ["postgres", "password_file", "password", "tls", "key_file"],
         "log": ["level", "format"],
     ]
 
@@ -28,7 +30,7 @@ public enum ConfigKeys {
         "hosts[]": [
             "match", "action", "upstream", "upgrade_to_tls", "tls", "pins", "auth", "headers",
             "connect_timeout", "handshake_timeout", "response_timeout", "retries",
-            "max_upstream_connections", "queue_timeout", "probe_interval",
+            "max_upstream_connections", "queue_timeout", "probe_interval", "clients", "upstream_proxy",
             "websocket",
         ],
         "hosts[].tls": [

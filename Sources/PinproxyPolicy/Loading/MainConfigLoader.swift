@@ -42,8 +42,7 @@ struct MainConfigLoader {
         if let v = top.choice("default_action", PinproxyConfig.DefaultAction.self) { config.defaultAction = v }
         if let v = top.int("concurrency") { config.concurrency = v }
         if let clients = top.child("clients", table: table) {
-            clients.record(into: &config.sourceMap)
-            if let v = clients.cidrs("allow") { config.clientsAllow = v }
+            ClientsConfigReader().read(clients, into: &config)
         }
         if let network = top.child("network", table: table) {
             network.record(into: &config.sourceMap)

@@ -87,7 +87,7 @@ private struct HostPolicyReader {
         let pins = readPins(&map)
         let auth = readAuth(&map)
         let headers = readHeaders(&map)
-        let spec = HostPolicySpec(
+        var spec = HostPolicySpec(
             match: pattern ?? (try! HostPattern(parsing: "invalid.invalid")),
             action: action ?? .intercept,
             upstream: upstream,
@@ -106,6 +106,8 @@ private struct HostPolicyReader {
             websocket: entry.has("websocket") ? entry.choice("websocket", HostPolicySpec.WebSocket.self) ?? .allow : .allow,
             file: file,
             sourceMap: map)
+        spec.clients = readClients()
+        spec.upstreamProxy = readUpstreamProxy()
         // A policy whose pattern did not parse is reported and dropped.
         return pattern == nil ? nil : spec
     }
@@ -119,6 +121,33 @@ private struct HostPolicyReader {
                 return nil
             }
             return hostPort
+        }
+    }
+
+    /// `clients:` (docs/contract.md §15): identity names and CIDRs; which
+    /// names exist is `PolicyValidator`'s check (it has the main file).
+    private func readClients() -> [ClientRule]? {
+        guard entry.has("clients") else { return nil }
+        guard let items = entry.list("clients", scalarAsList: true) else { return [] }
+        return items.compactMap { item in
+            guard let text = entry.reader.text(item, key: "clients", expected: "an identity name or a CIDR") else { return nil }
+            let location = entry.reader.location(item)
+            if text.contains("/"), (try? CIDR(parsing: text)) == nil {
+                do throws(CIDRParseError) { _ = try CIDR(parsing: text) } catch { bag.error(location, "`clients`: \(error.message)") }
+                return nil
+            }
+            return ClientRule.parse(text, location: location)
+        }
+    }
+
+    private func readUpstreamProxy() -> UpstreamProxy? {
+        guard let text = entry.nonEmptyString("upstream_proxy") else { return nil }
+        do throws(UpstreamProxyError) {
+            return try UpstreamProxy(parsing: text)
+        } catch {
+            // The value may hold a password (after ${VAR} expansion): not echoed.
+            bag.error(entry.valueLocation("upstream_proxy"), "`upstream_proxy` \(error.message)")
+            return nil
         }
     }
 

@@ -10,6 +10,12 @@ struct SpotifyConfigReader {
         let table = ConfigKeys.main
         let bag = spotify.reader.bag
         spotify.record(into: &config.sourceMap)
+        // Read first: with a store, a refresh_token session needs no file.
+        if let store = spotify.child("store", table: table) {
+            store.record(into: &config.sourceMap)
+            config.spotify.store = SpotifyStoreReader().read(store)
+        }
+        let hasStore = spotify.has("store")
         if let v = spotify.nonEmptyString("accounts") {
             let url = URL(string: v)
             let scheme = url?.scheme?.lowercased()
@@ -32,7 +38,7 @@ struct SpotifyConfigReader {
                 guard let session = MappingReader(entry.value, reader: spotify.reader, key: entry.key, schemaPath: "spotify.sessions.*",
                                                   mapPrefix: "spotify.sessions.\(entry.key).", table: table) else { continue }
                 session.record(into: &config.sourceMap)
-                if let parsed = readSession(entry.key, session, at: spotify.reader.location(entry.keyNode)) {
+                if let parsed = readSession(entry.key, session, at: spotify.reader.location(entry.keyNode), hasStore: hasStore) {
                     config.spotify.sessions[entry.key] = parsed
                 }
             }
@@ -60,7 +66,7 @@ struct SpotifyConfigReader {
         return nil
     }
 
-    private func readSession(_ name: String, _ m: MappingReader, at location: SourceLocation) -> SpotifySession? {
+    private func readSession(_ name: String, _ m: MappingReader, at location: SourceLocation, hasStore: Bool) -> SpotifySession? {
         let bag = m.reader.bag
         let flow = m.has("flow") ? m.choice("flow", SpotifySession.Flow.self) : .clientCredentials
         let clientID = m.nonEmptyString("client_id")
@@ -76,8 +82,8 @@ struct SpotifyConfigReader {
                 bag.error(location, "Spotify session `\(name)` (flow client_credentials) needs `client_secret` or `client_secret_file`")
             }
         case .refreshToken?:
-            if !m.has("refresh_token_file") {
-                bag.error(location, "Spotify session `\(name)` (flow refresh_token) needs `refresh_token_file`")
+            if !m.has("refresh_token_file"), !hasStore {
+                bag.error(location, "Spotify session `\(name)` (flow refresh_token) needs `refresh_token_file`, or a `spotify.store` to keep its refresh token in")
             }
         case nil:
             break

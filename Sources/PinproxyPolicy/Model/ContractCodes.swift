@@ -4,6 +4,8 @@
 /// its raw value is the text, used only where text leaves the process.
 public enum RefusalCode: String, Sendable, Hashable, CaseIterable {
     case clientDenied = "client_denied"
+    /// 407 (429 once an address has failed too often): docs/contract.md §15.
+    case proxyAuthRequired = "proxy_auth_required"
     case hostDenied = "host_denied"
     case ssrfBlocked = "ssrf_blocked"
     case pinMismatch = "pin_mismatch"
@@ -45,7 +47,7 @@ public enum UpstreamHandshakeResult: String, Sendable, Hashable, CaseIterable {
         case .tlsCipher: self = .tlsCipher
         case .tlsHandshake: self = .tlsHandshake
         case .upstreamTimeout, .queueTimeout: self = .timeout
-        case .ssrfBlocked, .connectFailed, .hostDenied, .clientDenied: self = .connectFailed
+        case .ssrfBlocked, .connectFailed, .hostDenied, .clientDenied, .proxyAuthRequired: self = .connectFailed
         case .badRequest, .hostMismatch, .tokenUnavailable, .upgradeDenied: self = .tlsHandshake
         }
     }

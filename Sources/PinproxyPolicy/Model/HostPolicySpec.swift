@@ -42,6 +42,11 @@ public struct HostPolicySpec: Sendable, Hashable {
     /// Active handshake probe interval; `.zero` disables it.
     public var probeInterval: Duration
     public var websocket: WebSocket = .allow
+    /// `clients:`: the identities and networks that may use this policy;
+    /// nil admits every client `clients.allow` lets in (docs/contract.md §15).
+    public var clients: [ClientRule]? = nil
+    /// `upstream_proxy:`: the parent proxy the upstream leg goes through.
+    public var upstreamProxy: UpstreamProxy? = nil
     /// The policy file, absolute.
     public var file: String
     public var sourceMap: SourceMap

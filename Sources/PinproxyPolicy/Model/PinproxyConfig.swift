@@ -15,6 +15,10 @@ public struct PinproxyConfig: Sendable {
     public var defaultAction: DefaultAction
     /// Who may use the proxy.
     public var clientsAllow: [CIDR]
+    /// `clients.identities`: who may authenticate, by name (docs/contract.md §15).
+    public var identities: [String: ClientIdentity] = [:]
+    /// `clients.require_identity`: every request must authenticate.
+    public var requireIdentity = false
     public var network: Network
     public var limits: Limits
     /// Event-loop threads serving connections; 0 means one per CPU core

@@ -9,12 +9,16 @@ public struct SpotifyConfig: Sendable {
     public var sessions: [String: SpotifySession]
     /// Absent: the swap backend is off.
     public var swap: SpotifySwap?
+    /// Absent: each replica keeps its own sessions (docs/contract.md §12).
+    public var store: SpotifyStoreConfig?
 
-    public init(accounts: String, tokenTimeout: Duration, sessions: [String: SpotifySession], swap: SpotifySwap?) {
+    public init(accounts: String, tokenTimeout: Duration, sessions: [String: SpotifySession], swap: SpotifySwap?,
+                store: SpotifyStoreConfig? = nil) {
         self.accounts = accounts
         self.tokenTimeout = tokenTimeout
         self.sessions = sessions
         self.swap = swap
+        self.store = store
     }
 }
 

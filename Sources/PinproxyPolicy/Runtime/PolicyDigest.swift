@@ -54,6 +54,11 @@ enum PolicyDigest {
         put("max_upstream_connections", s.maxUpstreamConnections)
         put("queue_timeout", DurationText.format(s.queueTimeout))
         put("probe_interval", DurationText.format(s.probeInterval))
+        put("clients", s.clients.map { $0.map(\.description).joined(separator: ",") })
+        // The parent's credentials count too (a changed password retires pooled tunnels), hashed.
+        put("upstream_proxy", s.upstreamProxy.map { proxy in
+            "\(proxy)|\(proxy.credentials.map { SHA256Digest.base64(Array($0.reveal().utf8)) } ?? "")"
+        })
         return lines.joined(separator: "\n")
     }
 }

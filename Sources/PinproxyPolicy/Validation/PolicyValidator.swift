@@ -17,6 +17,7 @@ struct PolicyValidator {
                 seen[spec.match.key] = spec
             }
             validateAuth(spec, into: bag)
+            validateClients(spec, into: bag)
             if spec.action == .intercept {
                 validateEnforcement(spec, into: bag)
             }
@@ -36,6 +37,31 @@ struct PolicyValidator {
             bag.warning(spec.sourceMap["auth"], "`auth` has no effect with `action: \(spec.action.rawValue)`: only intercepted requests carry tokens")
         } else if spec.pins == nil, !auth.attachUnpinned {
             bag.warning(spec.sourceMap["auth"], "`\(spec.match.text)` has no pins, so no token will be attached: set `attach_unpinned: true` to trust the verified chain alone")
+        }
+    }
+
+    /// Every identity a policy's `clients:` names must exist in the main
+    /// file: a typo would otherwise refuse the app it was meant to admit.
+    private func validateClients(_ spec: HostPolicySpec, into bag: DiagnosticBag) {
+        guard let rules = spec.clients else { return }
+        if rules.isEmpty {
+            bag.warning(spec.sourceMap["clients"], "`clients: []` admits no client at all: `\(spec.match.text)` is refused to everyone")
+        }
+        let known = config.identities.keys.sorted()
+        for rule in rules {
+            guard case .identity(let name) = rule.kind, config.identities[name] == nil else { continue }
+            // Written but invalid: its own error says why; not a second one here.
+            if config.sourceMap.isWritten("clients.identities.\(name)") { continue }
+            var message = "`clients` names identity `\(name)`, which `clients.identities` of the main file does not define"
+            if let suggestion = KeySuggestion.nearest(to: name, in: known) {
+                message += "; did you mean `\(suggestion)`?"
+            } else {
+                message += known.isEmpty ? " (it defines none)" : " (known: \(known.joined(separator: ", ")))"
+            }
+            bag.error(rule.location, message + "; a network must be written as a CIDR such as 10.0.0.0/8")
+        }
+        if spec.action == .deny, spec.clients != nil {
+            bag.warning(spec.sourceMap["clients"], "`clients` has no effect with `action: deny`: everyone is refused")
         }
     }
 

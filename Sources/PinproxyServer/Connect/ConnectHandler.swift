@@ -15,6 +15,9 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
     private enum State {
         /// No CONNECT seen yet.
         case idle
+        /// Its `Proxy-Authorization` is being checked off the event loop;
+        /// `ended` once the head's end has arrived meanwhile.
+        case authenticating(ConnectRequest, ended: Bool)
         /// The CONNECT passed its checks; carried out when its head is complete.
         case accepted(ConnectRequest)
         /// Dialling the tunnel's upstream.
@@ -33,6 +36,8 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
         var intercept: Bool
         var started: NIODeadline
         var upstreamAddress: String?
+        /// The identity `Proxy-Authorization` proved (docs/contract.md §15).
+        var identity: String?
     }
 
     let services: ProxyServices
@@ -52,17 +57,19 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
         switch (state, unwrapInboundIn(data)) {
         case (.idle, .head(let head)):
             headTimer.headComplete()
-            decide(head, context: context)
+            authenticate(head, context: context)
+        case (.authenticating(let request, _), .end):
+            state = .authenticating(request, ended: true)
         case (.accepted(let request), .end):
             carryOut(request, context: context)
-        case (.idle, _), (.accepted, _), (.dialling, _), (.establishing, _), (.done, _):
+        case (.idle, _), (.authenticating, _), (.accepted, _), (.dialling, _), (.establishing, _), (.done, _):
             break  // a CONNECT's body, or parts after a refusal: nothing to do
         }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         switch state {
-        case .accepted(let request), .dialling(let request), .establishing(let request):
+        case .authenticating(let request, _), .accepted(let request), .dialling(let request), .establishing(let request):
             // The app left before its answer: one line, status 499.
             state = .done
             logAccess(request, status: 499, error: nil, mode: request.intercept ? "intercept" : "tunnel")
@@ -74,8 +81,29 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     // MARK: Deciding
 
-    private func decide(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
-        var request = ConnectRequest(head: head, host: "", port: 443, policy: nil, intercept: false, started: .now())
+    /// Who the client is first (docs/contract.md §15); PBKDF2 runs on a thread
+    /// pool when the credential is not cached, and the decision continues here.
+    private func authenticate(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
+        let request = ConnectRequest(head: head, host: "", port: 443, policy: nil, intercept: false, started: .now())
+        state = .authenticating(request, ended: false)
+        ClientStanding.resolve(head, address: context.channel.remoteAddress?.addressBytes, services: services,
+                               config: services.store.snapshot.config, on: context.eventLoop)
+            .assumeIsolated().whenComplete { result in
+                guard case .authenticating(let request, let ended) = self.state else { return }  // the app left (logged then)
+                let client: ClientStanding
+                switch result {
+                case .success(let standing): client = standing
+                case .failure(let error):
+                    client = .refused(ProxyError(.badRequest, host: nil, detail: "could not check the credential: \(error)"))
+                }
+                self.decide(request, client: client, context: context)
+                if ended, case .accepted(let accepted) = self.state { self.carryOut(accepted, context: context) }
+            }
+    }
+
+    private func decide(_ request: ConnectRequest, client: ClientStanding, context: ChannelHandlerContext) {
+        var request = request
+        let head = request.head
         do {
             guard let authority = Authority(head.uri) else {
                 throw ProxyError(.badRequest, host: nil, detail: "CONNECT target \"\(head.uri)\" is not host:port")
@@ -83,8 +111,11 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
             request.host = try Authority.routingHost(authority.host)
             request.port = authority.port ?? 443
             let snapshot = services.store.snapshot
+            request.identity = client.identity
             request.policy = snapshot.policy(forHost: request.host)
             try RequestRouter.checkAllowed(host: request.host, policy: request.policy, snapshot: snapshot)
+            // Refused here, a client never reaches the upstream, a tunnel or the session's token.
+            try client.admit(host: request.host, policy: request.policy, config: snapshot.config)
             request.intercept = request.policy?.spec.action == .intercept
             state = .accepted(request)
         } catch let refusal as ProxyError {
@@ -102,7 +133,7 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
         establish(request, context: context) {
             try SessionInstaller.intercept(
                 context: context, host: request.host, port: request.port, policy: policy, services: self.services,
-                clientAddress: self.clientAddress, headTimer: self.headTimer, limits: self.limits)
+                clientAddress: self.clientAddress, headTimer: self.headTimer, limits: self.limits, identity: request.identity)
         }
     }
 
@@ -168,7 +199,7 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// when the write completes at once and closes the channel).
     private func refuse(_ request: ConnectRequest, _ error: ProxyError, context: ChannelHandlerContext) {
         state = .done
-        services.instrumentation.denied(code: error.code)
+        services.instrumentation.denied(code: error.code, client: ClientPrincipal.label(request.identity))
         logAccess(request, status: Int(error.status.code), error: error, mode: "connect", host: request.host.isEmpty ? error.host : request.host)
         RefusalBody.writeRaw(error, context: context)
     }
@@ -180,7 +211,7 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
             client: clientAddress, method: "CONNECT", host: (host ?? request.host).isEmpty ? "-" : (host ?? request.host),
             path: request.head.uri, status: status, bytesUp: bytesUp, bytesDown: bytesDown, seconds: seconds,
             policy: request.policy?.metricLabel ?? "_none", pin: nil, upstream: request.upstreamAddress,
-            error: error?.code.rawValue, mode: mode
+            error: error?.code.rawValue, mode: mode, identity: request.identity
         ), policy: request.policy)
     }
 }

@@ -11,11 +11,12 @@ enum SessionInstaller {
     /// CONNECT host, and the requests inside go to an `HTTPExchangeHandler`
     /// bound to that host and policy.
     static func intercept(context: ChannelHandlerContext, host: String, port: Int, policy: HostPolicy, services: ProxyServices,
-                          clientAddress: String, headTimer: RequestHeadTimer, limits: PinproxyConfig.Limits) throws {
+                          clientAddress: String, headTimer: RequestHeadTimer, limits: PinproxyConfig.Limits,
+                          identity: String? = nil) throws {
         let sync = context.pipeline.syncOperations
         let timer = headTimer.makeSibling()
         let inner = HTTPExchangeHandler(
-            services: services, interception: RequestRouter.Interception(host: host, port: port, policy: policy),
+            services: services, interception: RequestRouter.Interception(host: host, port: port, policy: policy, identity: identity),
             clientAddress: clientAddress, headTimer: timer, limits: limits)
         let innerOnLoop = NIOLoopBound(inner, eventLoop: context.eventLoop)
         // The CONNECT host names the leaf; a different SNI is only logged.

@@ -14,6 +14,8 @@ struct Exchange {
     /// The host asked for, and the policy that decided (nil: none matched).
     var host: String
     var policy: HostPolicy?
+    /// The client's identity (nil: anonymous), for the access line and the `client` label.
+    var identity: String?
     /// Nil when the request was refused before it had a route.
     var route: Route?
     /// How the request body is delimited (nil: ambiguous, and refused).
@@ -64,6 +66,7 @@ struct Exchange {
         self.policy = decision.policy
         self.closeAfter = closeAfter || decision.closeAfter
         self.framing = decision.framing
+        self.identity = decision.identity
         if case .success(let route) = decision.result {
             self.route = route
             // Kept so that a 401 can be answered by a replay with a fresh token.

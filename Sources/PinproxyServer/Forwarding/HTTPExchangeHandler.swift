@@ -28,6 +28,8 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     private var sweeper: DeadlineSweeper?
     /// The server name the app sent in its TLS hello (intercepted sessions), for the log.
     var clientSNI: String?
+    /// The identity of the request routed last, for the `client` label of its refusal.
+    private var currentIdentity: String?
 
     init(services: ProxyServices, interception: RequestRouter.Interception?, clientAddress: String,
          headTimer: RequestHeadTimer, limits: PinproxyConfig.Limits) {
@@ -84,7 +86,9 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         if case .handshakeCompleted = event as? TLSUserEvent {
             services.instrumentation.clientHandshake(.ok)
         }
-        if event is ProxyShutdownEvent {
+        // Sent by the listener's quiescing helper when pinproxy shuts down:
+        // idle connections close now, busy ones after their current response.
+        if event is ChannelShouldQuiesceEvent {
             execute(machine.shutdownRequested(), context: context)
         }
         context.fireUserInboundEventTriggered(event)
@@ -147,8 +151,14 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             break
         case .route(let head):
             headTimer.headComplete()
-            let decision = RequestRouter.route(head, interception: interception, snapshot: services.store.snapshot,
-                                               maxHeadBytes: limits.maxHeaderBytes)
+            let snapshot = services.store.snapshot
+            // Inside a session the CONNECT's identity holds; on the listener each request proves its own.
+            let client = interception == nil
+                ? ClientStanding.of(head, address: context.channel.remoteAddress?.addressBytes, services: services, config: snapshot.config)
+                : ClientStanding.unchecked
+            let decision = RequestRouter.route(head, interception: interception, snapshot: snapshot,
+                                               maxHeadBytes: limits.maxHeaderBytes, client: client)
+            currentIdentity = decision.identity
             execute(machine.routed(head, decision, now: .now()), context: context)
         case .passOn(let part):
             context.fireChannelRead(wrapInboundOut(part))
@@ -194,7 +204,8 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             acquire(plan, context: context)
         case .refuse(let error, let upstream, let reusable, let close, let finished, let next):
             if let upstream { release(upstream, reusable: reusable) }
-            services.instrumentation.denied(code: error.code)
+            // A refusal concerns the exchange routed last (its line may come later, once its body is read).
+            services.instrumentation.denied(code: error.code, client: ClientPrincipal.label(finished?.identity ?? currentIdentity ?? interception?.identity))
             // The access line comes before the writes: a write may complete at
             // once and close the channel, and `clientClosed` then finds the
             // exchange already accounted for (one line, one count).
@@ -337,7 +348,8 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             client: clientAddress, method: exchange.method.rawValue, host: exchange.host.isEmpty ? "-" : exchange.host,
             path: exchange.target, status: status, bytesUp: exchange.bytesUp, bytesDown: exchange.bytesDown,
             seconds: seconds, policy: exchange.policyLabel, pin: exchange.pinVerdict?.metricLabel,
-            upstream: exchange.upstreamAddress, error: exchange.error?.code.rawValue ?? exchange.failure, mode: modeLabel
+            upstream: exchange.upstreamAddress, error: exchange.error?.code.rawValue ?? exchange.failure, mode: modeLabel,
+            identity: exchange.identity
         ), policy: exchange.policy)
     }
 
@@ -363,7 +375,3 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         services.logger.warning("client TLS handshake failed", metadata: metadata)
     }
 }
-
-/// Sent down every client pipeline when pinproxy shuts down: idle connections
-/// close now, busy ones after their current response.
-struct ProxyShutdownEvent: Sendable {}

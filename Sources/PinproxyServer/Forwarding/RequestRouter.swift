@@ -27,6 +27,9 @@ struct RoutingDecision {
     /// How the request's body is delimited, once decided: a refused request's
     /// body is still read (or the connection closed) by it.
     var framing: RequestFraming?
+    /// The identity the request proved (docs/contract.md §15): the CONNECT's
+    /// inside an intercepted session; nil for an anonymous client.
+    var identity: String?
 }
 
 /// The pure part of the request path: a request head and the policies in
@@ -37,11 +40,19 @@ enum RequestRouter {
         var host: String
         var port: Int
         var policy: HostPolicy
+        /// The identity the CONNECT proved; it applies to every request inside.
+        var identity: String? = nil
     }
 
-    static func route(_ head: HTTPRequestHead, interception: Interception?, snapshot: PolicySnapshot, maxHeadBytes: Int) -> RoutingDecision {
+    /// `client` is what the request's credential established (absolute-form
+    /// requests are admitted here, after the policy lookup); inside an
+    /// intercepted session the CONNECT was admitted and `interception`
+    /// carries its identity.
+    static func route(_ head: HTTPRequestHead, interception: Interception?, snapshot: PolicySnapshot, maxHeadBytes: Int,
+                      client: ClientStanding = .unchecked) -> RoutingDecision {
         var decision = RoutingDecision(host: interception?.host ?? "", policy: interception?.policy,
-                                       result: .failure(ProxyError(.badRequest, host: nil, detail: "unrouted")))
+                                       result: .failure(ProxyError(.badRequest, host: nil, detail: "unrouted")),
+                                       identity: interception?.identity ?? client.identity)
         do {
             // The decoder's limit counts names and values only; the whole head counts.
             if MessageRules.wireSize(head) > maxHeadBytes {
@@ -64,7 +75,7 @@ enum RequestRouter {
             if let interception {
                 route = try routeIntercepted(head, in: interception, framing: framing, closeAfter: &decision.closeAfter)
             } else {
-                route = try routeAbsoluteForm(head, snapshot: snapshot, framing: framing, decision: &decision)
+                route = try routeAbsoluteForm(head, snapshot: snapshot, framing: framing, client: client, decision: &decision)
             }
             if MessageRules.asksWebSocket(head) {
                 try checkWebSocket(host: decision.host, policy: decision.policy)
@@ -83,7 +94,7 @@ enum RequestRouter {
 
     /// `GET http://host/path` through `HTTP_PROXY`.
     private static func routeAbsoluteForm(_ head: HTTPRequestHead, snapshot: PolicySnapshot, framing: RequestFraming,
-                                          decision: inout RoutingDecision) throws -> Route {
+                                          client: ClientStanding, decision: inout RoutingDecision) throws -> Route {
         guard let target = AbsoluteTarget(head.uri) else {
             throw ProxyError(.badRequest, host: nil, detail: "pinproxy is a forward proxy: send absolute-form requests (GET http://host/path) or CONNECT host:port")
         }
@@ -93,6 +104,8 @@ enum RequestRouter {
         let policy = snapshot.policy(forHost: host)
         decision.policy = policy
         try checkAllowed(host: host, policy: policy, snapshot: snapshot)
+        // A client the policy does not admit never reaches the upstream (nor its token).
+        try client.admit(host: host, policy: policy, config: snapshot.config)
         let tls = target.scheme == "https" || (policy?.spec.upgradeToTLS ?? false)
         if tls && policy == nil {
             throw ProxyError(.badRequest, host: host, detail: "no policy covers \(host): send https requests through CONNECT")

@@ -18,6 +18,8 @@ struct AccessRecord {
     var upstream: String?
     var error: String?
     var mode: String
+    /// The configured identity the client proved; `-` in the line when none.
+    var identity: String? = nil
 
     func log(to accessLog: AccessLog) {
         switch accessLog.destination {
@@ -34,7 +36,7 @@ struct AccessRecord {
         out += ",\"bytes_down\":\(bytesDown),\"bytes_up\":\(bytesUp),\"client\":\(JSONString.quote(client))"
         out += ",\"duration_ms\":\((seconds * 10_000).rounded() / 10)"
         if let error { out += ",\"error\":\(JSONString.quote(error))" }
-        out += ",\"host\":\(JSONString.quote(host)),\"method\":\(JSONString.quote(method)),\"mode\":\(JSONString.quote(mode))"
+        out += ",\"host\":\(JSONString.quote(host)),\"identity\":\(JSONString.quote(identity ?? "-")),\"method\":\(JSONString.quote(method)),\"mode\":\(JSONString.quote(mode))"
         out += ",\"path\":\(JSONString.quote(Self.withoutQuery(path)))"
         if let pin { out += ",\"pin\":\(JSONString.quote(pin))" }
         out += ",\"policy\":\(JSONString.quote(policy)),\"status\":\(status)"
@@ -48,6 +50,7 @@ struct AccessRecord {
             "client": "\(client)", "method": "\(method)", "host": "\(host)", "path": "\(Self.withoutQuery(path))",
             "status": .stringConvertible(status), "bytes_up": .stringConvertible(bytesUp), "bytes_down": .stringConvertible(bytesDown),
             "duration_ms": .stringConvertible((seconds * 10_000).rounded() / 10), "policy": "\(policy)", "mode": "\(mode)",
+            "identity": "\(identity ?? "-")",
         ]
         if let pin { metadata["pin"] = "\(pin)" }
         if let upstream { metadata["upstream"] = "\(upstream)" }

@@ -15,6 +15,8 @@ public struct ProxyError: Error, Sendable, CustomStringConvertible {
     public var status: HTTPResponseStatus
     public var host: String?
     public var detail: String
+    /// `Retry-After` on the answer (a rate-limited login).
+    public var retryAfterSeconds: Int?
 
     public init(_ code: Code, host: String?, detail: String, status: HTTPResponseStatus? = nil) {
         self.code = code
@@ -51,6 +53,11 @@ enum RefusalBody {
         headers.add(name: "Content-Length", value: String(bodyLength))
         headers.add(name: "X-Pinproxy-Error", value: error.code.rawValue)
         headers.add(name: "Via", value: Via.value)
+        if error.status == .proxyAuthenticationRequired {
+            // RFC 9110 §11.7.1: a 407 names the scheme a client should retry with.
+            headers.add(name: "Proxy-Authenticate", value: "Basic realm=\"pinproxy\"")
+        }
+        if let retryAfter = error.retryAfterSeconds { headers.add(name: "Retry-After", value: String(retryAfter)) }
         if close { headers.add(name: "Connection", value: "close") }
         return HTTPResponseHead(version: .http1_1, status: error.status, headers: headers)
     }
@@ -96,6 +103,7 @@ extension RefusalCode {
         case .upstreamTimeout: return .gatewayTimeout
         case .queueTimeout, .tokenUnavailable: return .serviceUnavailable
         case .badRequest: return .badRequest
+        case .proxyAuthRequired: return .proxyAuthenticationRequired
         case .hostMismatch: return .misdirectedRequest
         }
     }

@@ -1,9 +1,11 @@
-import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 
-/// The open client connections, for graceful shutdown (docs/contract.md §3
-/// `limits.shutdown_grace`) and the `client_connections` gauge.
+/// The open client connections: their count feeds the memory return after a
+/// burst, and at the end of a drain whatever `limits.shutdown_grace`
+/// (docs/contract.md §3) left open is cut off from here. Telling connections
+/// to finish and waiting for them is NIO's `ServerQuiescingHelper` (see
+/// `ProxyServer.run`), not this type.
 final class ConnectionRegistry: Sendable {
     private let channels = NIOLockedValueBox<[ObjectIdentifier: any Channel]>([:])
     /// Hears every change of the count, to give memory back after a burst.
@@ -21,16 +23,8 @@ final class ConnectionRegistry: Sendable {
 
     var count: Int { channels.withLockedValue { $0.count } }
 
-    /// Tells every connection to finish (idle ones close now), waits up to
-    /// `grace` for them to go, then closes the rest; returns how many were cut off.
-    func drain(grace: Duration) async -> Int {
-        for channel in channels.withLockedValue({ Array($0.values) }) {
-            channel.pipeline.fireUserInboundEventTriggered(ProxyShutdownEvent())
-        }
-        let deadline = ContinuousClock.now + grace
-        while count > 0 && ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(50))
-        }
+    /// Closes every connection still open; returns how many that was.
+    func closeAll() -> Int {
         let remaining = channels.withLockedValue { Array($0.values) }
         for channel in remaining { channel.close(promise: nil) }
         return remaining.count

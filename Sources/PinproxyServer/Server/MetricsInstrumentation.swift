@@ -10,12 +10,16 @@ public struct MetricsInstrumentation: ProxyInstrumentation {
         self.metrics = metrics
     }
 
-    public func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double) {
-        metrics.requestCompleted(host: HostLabel(policy), code: status, duration: .seconds(seconds))
+    public func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double, client: String) {
+        metrics.requestCompleted(host: HostLabel(policy), code: status, duration: .seconds(seconds), client: ClientLabel(client))
     }
 
-    public func denied(code: ProxyError.Code) {
-        metrics.denied(reason: code)
+    public func denied(code: ProxyError.Code, client: String) {
+        metrics.denied(reason: code, client: ClientLabel(client))
+    }
+
+    public func proxyAuthFailed(client: String) {
+        metrics.proxyAuthFailed(client: ClientLabel(client))
     }
 
     public func upstreamHandshake(policy: HostPolicy?, result: UpstreamHandshakeResult, seconds: Double) {

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOCore
+import NIOExtras
 import NIOHTTP1
 import NIOPosix
 import PinproxyPolicy
@@ -17,6 +18,8 @@ public final class ProxyServer: Service, Sendable {
     let registry = ConnectionRegistry()
     /// The active pin probes; run it as a service of its own beside this one.
     public let probes: PinProbes
+    /// Chains seen upstream and pin verdicts per policy (docs/contract.md §13).
+    public var observedPins: ObservedPins { services.connector.observed }
     /// Whether the listener is failing to accept (for `/readyz`).
     public let acceptHealth = AcceptHealth()
     /// Told the bound address once listening (tests bind port 0).
@@ -75,12 +78,18 @@ public final class ProxyServer: Service, Sendable {
         let services = self.services
         let registry = self.registry
         let acceptHealth = self.acceptHealth
+        // Knows every accepted connection; on shutdown it closes the listener,
+        // sends each connection `ChannelShouldQuiesceEvent` (idle ones close,
+        // busy ones finish their response; an h2 session answers with GOAWAY)
+        // and completes once the last one has closed.
+        let quiesce = ServerQuiescingHelper(group: group)
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandlers([
+                        quiesce.makeServerChannelHandler(channel: channel),
                         AcceptLimiter(limit: limits.maxClientConnections),
                         AcceptErrorMonitor(health: acceptHealth, logger: services.logger),
                         AcceptBackoffHandler(shouldForwardIOErrorCaught: false),
@@ -105,12 +114,19 @@ public final class ProxyServer: Service, Sendable {
         } onGracefulShutdown: { [onDraining] in
             // The listener closes first, so a new connection is refused at once.
             onDraining()
-            channel.close(promise: nil)
+            quiesce.initiateShutdown(promise: nil)
         }
-        let cutOff = await registry.drain(grace: limits.shutdownGrace)
+        // However the listener ended, the connections now drain: the same
+        // promise whether the shutdown above started it or this call does.
+        let drained = channel.eventLoop.makePromise(of: Void.self)
+        quiesce.initiateShutdown(promise: drained)
+        let cutOff = channel.eventLoop.scheduleTask(in: TimeAmount(limits.shutdownGrace)) { registry.closeAll() }
+        try? await drained.futureResult.get()
+        cutOff.cancel()
+        let cut = (try? await cutOff.futureResult.get()) ?? 0
         services.pool.closeIdle()
-        if cutOff > 0 {
-            services.logger.warning("shutdown grace ran out", metadata: ["connections_cut_off": "\(cutOff)"])
+        if cut > 0 {
+            services.logger.warning("shutdown grace ran out", metadata: ["connections_cut_off": "\(cut)"])
         } else {
             services.logger.info("all client connections finished")
         }

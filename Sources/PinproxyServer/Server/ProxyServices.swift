@@ -18,6 +18,8 @@ final class ProxyServices: Sendable {
     let accessLog: AccessLog
     /// Bearer tokens for `auth.spotify` (nil until the sessions are set up).
     let tokens = TokenProviderSlot()
+    /// `Proxy-Authorization` checks, with their cache and per-address limit (docs/contract.md §15).
+    let authenticator = ClientAuthenticator()
 
     init(store: PolicyStore, ca: CertificateAuthority, instrumentation: any ProxyInstrumentation, logger: Logger, accessLog: Logger) throws {
         self.store = store
@@ -62,7 +64,8 @@ final class ProxyServices: Sendable {
     /// One answered request: counted (status, duration, bytes under the
     /// policy's label) and written to the access log.
     func recordAccess(_ record: AccessRecord, policy: HostPolicy?) {
-        instrumentation.requestCompleted(policy: policy, status: record.status, seconds: record.seconds)
+        instrumentation.requestCompleted(policy: policy, status: record.status, seconds: record.seconds,
+                                         client: ClientPrincipal.label(record.identity))
         instrumentation.bytes(policy: policy, up: record.bytesUp, down: record.bytesDown)
         record.log(to: accessLog)
     }

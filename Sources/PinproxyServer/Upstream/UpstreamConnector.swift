@@ -50,6 +50,8 @@ final class UpstreamConnector: Sendable {
     let addressGuard: AddressGuard
     let instrumentation: any ProxyInstrumentation
     let clock: @Sendable () -> Date
+    /// Chains and verdicts for the status page and `pins suggest` (docs/contract.md §13).
+    let observed = ObservedPins()
     let logger: Logger
 
     init(addressGuard: AddressGuard, instrumentation: any ProxyInstrumentation, clock: @escaping @Sendable () -> Date = { Date() }, logger: Logger) {
@@ -128,12 +130,15 @@ final class UpstreamConnector: Sendable {
         let clock = self.clock
         let instrumentation = self.instrumentation
         let logger = self.logger
+        let observed = self.observed
         return { info in
             let chain = info.peerChain.map {
                 ObservedCertificate(spkiSHA256: $0.spkiSHA256, certificateSHA256: $0.certificateSHA256, subject: $0.subject)
             }
             let evaluation = PinEvaluator.evaluate(chain: chain, pins: policy.spec.pins, now: clock())
             box.withLockedValue { $0 = evaluation }
+            observed.record(host: plan.host, policy: policy, chain: info.peerChain,
+                            verdict: plan.countsTraffic ? evaluation.verdict : nil, at: clock())
             if plan.countsTraffic {
                 instrumentation.pinValidation(policy: policy, verdict: evaluation.verdict)
             }
@@ -189,7 +194,11 @@ final class UpstreamConnector: Sendable {
 
     private func connect(to target: HostPort, plan: DialPlan, on loop: any EventLoop,
                          initializer: @escaping @Sendable (any Channel) throws -> Void) -> EventLoopFuture<any Channel> {
-        ClientBootstrap(group: loop)
+        if let parent = plan.policy?.spec.upstreamProxy {
+            // The parent is dialled (and guarded) instead; it connects to `target`.
+            return ParentProxyTunnel.open(through: parent, to: target, plan: plan, addressGuard: addressGuard, on: loop, initializer: initializer)
+        }
+        return ClientBootstrap(group: loop)
             .resolver(GuardedResolver(addressGuard: addressGuard, requestedHost: plan.host, loop: loop))
             .connectTimeout(plan.connectTimeout)
             .channelOption(.autoRead, value: false)

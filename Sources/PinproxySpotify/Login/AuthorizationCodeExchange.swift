@@ -7,6 +7,8 @@ import PinproxyPolicy
 public struct AuthorizationCodeExchange: Sendable {
     let session: SpotifySession
     let endpoint: any TokenEndpoint
+    /// With `spotify.store`, the refresh token goes there instead (docs/contract.md §12).
+    let shared: (any SharedSessionStore)?
 
     public enum Failure: Error, Equatable, CustomStringConvertible {
         case misconfigured(String)
@@ -27,14 +29,17 @@ public struct AuthorizationCodeExchange: Sendable {
         }
     }
 
-    public init(session: SpotifySession, endpoint: any TokenEndpoint) {
+    public init(session: SpotifySession, endpoint: any TokenEndpoint, shared: (any SharedSessionStore)? = nil) {
         self.session = session
         self.endpoint = endpoint
+        self.shared = shared
     }
 
-    /// Exchanges `code` and stores the refresh token. Returns the path written.
+    /// Exchanges `code` and stores the refresh token. Returns where it went:
+    /// the file's path, or "the session store".
     public func exchange(code: String, verifier: String) async throws(Failure) -> String {
-        guard let path = session.refreshTokenFile else {
+        let path = session.refreshTokenFile
+        guard shared != nil || path != nil else {
             throw .misconfigured("session \(session.name) has no refresh_token_file")
         }
         guard let redirectURI = session.redirectURI else {
@@ -62,11 +67,37 @@ public struct AuthorizationCodeExchange: Sendable {
             throw .refused(status: response.status, error: object?["error"] as? String)
         }
         guard let token = object?["refresh_token"] as? String, !token.isEmpty else { throw .noRefreshToken }
+        if let shared {
+            do {
+                try await Self.store(Secret(token), session: session.name, in: shared)
+            } catch {
+                throw .store("\(error)")
+            }
+            return "the session store"
+        }
         do {
-            try RefreshTokenStore(path: path).replace(with: Secret(token))
+            try RefreshTokenStore(path: path!).replace(with: Secret(token))
         } catch {
             throw .store("\(error)")
         }
-        return path
+        return path!
+    }
+
+    /// A new generation holding the new refresh token and no access token:
+    /// every replica's next refresh uses it, and a refusal remembered for the
+    /// old token no longer applies.
+    static func store(_ token: Secret, session: String, in shared: any SharedSessionStore) async throws {
+        let now = Date()
+        try await shared.withLockedSession(session: session) { row -> (write: StoredSession?, result: Void) in
+            var next = row
+            next.generation = row.generation + 1
+            next.accessToken = nil
+            next.accessObtainedAt = nil
+            next.accessExpiresAt = nil
+            next.refreshToken = token
+            next.refreshTokenIssuedAt = now
+            next.staleGeneration = 0
+            return (next, ())
+        }
     }
 }

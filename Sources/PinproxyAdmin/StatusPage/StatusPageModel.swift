@@ -1,0 +1,92 @@
+import Foundation
+import PinproxyPolicy
+import PinproxySpotify
+
+/// One Spotify session as the status page shows it: its name, flow and state,
+/// never a secret (the status's reasons are error codes, as `/readyz` shows them).
+public struct SessionSummary: Sendable, Equatable {
+    public var name: String
+    public var flow: String
+    public var status: TokenSessionStatus
+
+    public init(name: String, flow: String, status: TokenSessionStatus) {
+        self.name = name
+        self.flow = flow
+        self.status = status
+    }
+}
+
+/// Everything `GET /` shows (docs/contract.md §13), computed from the serving
+/// snapshot and what the process has seen, at an injected instant. The HTML
+/// is drawn from this alone (`StatusPageHTML`), so the page is tested without a server.
+public struct StatusPageModel: Sendable {
+    public struct Host: Sendable {
+        public var pattern: String
+        public var action: String
+        public var file: String
+        /// How a chain matching no pin is treated now (`enforce`, `report_mode`…); nil for tunnel and deny.
+        public var enforcement: String?
+        public var upstream: [String]
+        public var tlsSummary: String
+        /// Pin verdicts since start, by label, sorted.
+        public var verdicts: [(label: String, count: Int)]
+        public var leafNotAfter: Date?
+        public var probe: ProbeStatus?
+        public var timeline: PinTimelineModel?
+        /// Host names seen upstream under this policy, and how many chains.
+        public var observedHosts: [(host: String, chains: Int)]
+    }
+
+    public var now: Date
+    public var refreshSeconds: Int
+    public var timelineDays: Int
+    public var hosts: [Host]
+    public var defaultAction: String
+    public var sessions: [SessionSummary]
+    public var loadedAt: Date
+    public var files: [String]
+    public var warnings: [Diagnostic]
+    public var lastReload: ReloadInfo?
+
+    public init(snapshot: PolicySnapshot, lastReload: ReloadInfo?, now: Date, probe: (String) -> ProbeStatus?,
+                verdicts: (String) -> [String: Int], observed: [ObservedHost], sessions: [SessionSummary],
+                refreshSeconds: Int = 30, timelineDays: Int = 90) {
+        self.now = now
+        self.refreshSeconds = refreshSeconds
+        self.timelineDays = timelineDays
+        self.defaultAction = snapshot.defaultAction.rawValue
+        self.sessions = sessions.sorted { $0.name < $1.name }
+        self.loadedAt = snapshot.loadedAt
+        self.files = snapshot.files
+        self.warnings = snapshot.warnings
+        self.lastReload = lastReload
+        hosts = snapshot.policies.map { policy in
+            let spec = policy.spec
+            let pattern = policy.metricLabel
+            let probed = probe(pattern)
+            return Host(
+                pattern: pattern, action: spec.action.rawValue, file: spec.file,
+                enforcement: spec.action == .intercept ? EnforcementDocument(spec.pins, now: now).inEffect.rawValue : nil,
+                upstream: spec.upstream.map(\.description),
+                tlsSummary: Self.tlsSummary(spec.tls),
+                verdicts: verdicts(pattern).sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
+                leafNotAfter: probed?.leafNotAfter ?? observed.first { $0.policy == pattern }?.chains.first?.certificates.first?.notAfter,
+                probe: probed,
+                timeline: spec.action == .intercept ? spec.pins.map { PinTimelineModel(pins: $0, now: now, days: timelineDays) } : nil,
+                observedHosts: observed.filter { $0.policy == pattern }.map { ($0.host, $0.chains.count) })
+        }
+    }
+
+    static func tlsSummary(_ tls: TLSPolicy) -> String {
+        var parts = ["TLS \(tls.minimumVersion.rawValue)" + (tls.maximumVersion.map { "–\($0.rawValue)" } ?? "+")]
+        if tls.caFile != nil { parts.append("own CA file") }
+        if tls.clientCertificate != nil { parts.append("client certificate") }
+        if tls.ciphers != nil || tls.ciphersuites != nil { parts.append("restricted ciphers") }
+        return parts.joined(separator: ", ")
+    }
+
+    /// Whole days from now to a date (negative once past), for "expires in N days".
+    public func daysLeft(_ date: Date) -> Int {
+        Int((date.timeIntervalSince(now) / 86_400).rounded(.down))
+    }
+}

@@ -1,0 +1,77 @@
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import PinproxyPolicy
+
+/// What a request's credential established before routing: a principal to
+/// admit or not, or a refusal already (407 wrong credential, 429 too many
+/// failures). Turned into refusals in one place, for CONNECT and
+/// absolute-form alike (docs/contract.md §15).
+enum ClientStanding {
+    case principal(ClientPrincipal)
+    case refused(ProxyError)
+
+    /// Anonymous, address unknown: what a caller that checked nothing gets,
+    /// so a forgotten check can only refuse more (require_identity, `clients:`).
+    static let unchecked = ClientStanding.principal(ClientPrincipal(address: nil, identity: nil))
+
+    /// The identity proved, for the access line and the `client` label.
+    var identity: String? {
+        if case .principal(let principal) = self { return principal.identity }
+        return nil
+    }
+
+    /// Checks `head`'s `Proxy-Authorization` for a client at `address`;
+    /// a failed attempt is counted under its identity (or `_unknown`).
+    static func of(_ head: HTTPRequestHead, address: [UInt8]?, services: ProxyServices, config: PinproxyConfig) -> ClientStanding {
+        let values = head.headers["proxy-authorization"]
+        if values.isEmpty { return .principal(ClientPrincipal(address: address, identity: nil)) }
+        switch services.authenticator.authenticate(values, address: address, identities: config.identities) {
+        case .anonymous:
+            return .principal(ClientPrincipal(address: address, identity: nil))
+        case .identified(let name):
+            return .principal(ClientPrincipal(address: address, identity: name))
+        case .rejected(let label, let detail):
+            services.instrumentation.proxyAuthFailed(client: label)
+            return .refused(ProxyError(.proxyAuthRequired, host: nil, detail: "\(detail); send Proxy-Authorization: Basic with a configured identity"))
+        case .rateLimited(let wait):
+            var refusal = ProxyError(.proxyAuthRequired, host: nil,
+                                     detail: "too many failed proxy logins from this address; try again in \(Self.seconds(wait)) s",
+                                     status: .tooManyRequests)
+            refusal.retryAfterSeconds = Self.seconds(wait)
+            return .refused(refusal)
+        }
+    }
+
+    /// `of`, off the event loop when it needs PBKDF2 (~50 ms by design):
+    /// a cached credential, or none, is answered in place.
+    static func resolve(_ head: HTTPRequestHead, address: [UInt8]?, services: ProxyServices, config: PinproxyConfig,
+                        on loop: any EventLoop) -> EventLoopFuture<ClientStanding> {
+        let values = head.headers["proxy-authorization"]
+        if services.authenticator.answersAtOnce(values, address: address, identities: config.identities) {
+            return loop.makeSucceededFuture(of(head, address: address, services: services, config: config))
+        }
+        return NIOThreadPool.singleton.runIfActive(eventLoop: loop) {
+            of(head, address: address, services: services, config: config)
+        }
+    }
+
+    /// Admits the principal to `policy`, or throws the refusal (407 or 403).
+    func admit(host: String, policy: HostPolicy?, config: PinproxyConfig) throws {
+        switch self {
+        case .refused(var refusal):
+            refusal.host = host
+            throw refusal
+        case .principal(let principal):
+            switch ClientAdmission.decide(principal, host: host, policy: policy?.spec, config: config) {
+            case .admitted: return
+            case .credentialRequired(let detail): throw ProxyError(.proxyAuthRequired, host: host, detail: detail)
+            case .denied(let detail): throw ProxyError(.clientDenied, host: host, detail: detail)
+            }
+        }
+    }
+
+    private static func seconds(_ duration: Duration) -> Int {
+        max(1, Int(duration.components.seconds) + (duration.components.attoseconds > 0 ? 1 : 0))
+    }
+}

@@ -1,0 +1,111 @@
+import ArgumentParser
+import Foundation
+import PinproxyPolicy
+import PinproxyTLS
+
+/// `pinproxy explain HOST[:PORT]` (docs/contract.md §13): what the proxy would do with
+/// a request for HOST, and why, from the same files `run` serves. The decision
+/// is `RequestExplanation`'s; this prints it and, with `--connect`, handshakes
+/// the way the proxy would.
+struct ExplainCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "explain",
+        abstract: "Say which policy a host matches, what it enforces and the answer a request would get.",
+        discussion: """
+        Prints the pattern forms the matcher looked up and the policy that won, the action, the TLS
+        settings, the pins active at --at (now by default) and the look-ahead warnings, the Spotify
+        session whose token would be added, and the answer in words. With --connect it also
+        handshakes to the upstream with the policy's TLS settings and prints the pin verdict and the
+        chain seen. Exit status: 0 explained (and with --connect, a request would be served), 1 the
+        configuration is invalid or, with --connect, a request would be refused.
+        """)
+
+    @Argument(help: "The host a client asks for, with an optional port (default 443).")
+    var target: String
+
+    @Option(name: .long, help: "The main config file (default: etc/pinproxy.yaml if present, else the embedded defaults).")
+    var config: String?
+
+    @Option(name: .long, help: "Judge pins at this instant (RFC 3339, or a date YYYY-MM-DD) instead of now.")
+    var at: String?
+
+    @Flag(name: .long, help: "Also handshake with the upstream as the proxy would and print the verdict and the chain.")
+    var connect = false
+
+    func run() async throws {
+        let (host, port) = try HostPort.parse(target, defaultPort: 443)
+        var instant = Date()
+        if let at {
+            guard let parsed = DateText.parse(at, bound: .start) else {
+                throw ValidationError("--at must be an RFC 3339 time (2026-03-01T00:00:00Z) or a date (2026-03-01), not `\(at)`")
+            }
+            instant = parsed
+        }
+        let loader = PolicyLoader(configFile: config)
+        let loaded = loader.load()
+        guard let snapshot = loaded.snapshot else {
+            loaded.errors.forEach { standardError($0.description) }
+            standardError("pinproxy explain: the configuration is invalid; run `pinproxy check` for details")
+            throw ExitCode(1)
+        }
+        let explanation = RequestExplanation(host: host, port: port, snapshot: snapshot, at: instant, horizon: loader.horizon)
+        print(ExplanationText.render(explanation, files: snapshot.files), terminator: "")
+        var refused = if case .refused = explanation.answer { true } else { false }
+        if connect {
+            if let policy = snapshot.policy(forHost: explanation.host), policy.spec.action == .intercept {
+                refused = try await !connectAndJudge(explanation, policy: policy.spec, at: instant)
+            } else {
+                print("connect:  skipped: only an intercepted host is handshaken by the proxy")
+            }
+        }
+        if refused { throw ExitCode(1) }
+    }
+
+    /// Returns whether a request would be served.
+    private func connectAndJudge(_ explanation: RequestExplanation, policy: HostPolicySpec, at: Date) async throws -> Bool {
+        let target = policy.upstream.first ?? PinproxyPolicy.HostPort(host: explanation.host, port: explanation.port)
+        let tls = policy.tls
+        let configuration = TLSConfiguration(
+            role: .client, minimumVersion: tls.minimumVersion, maximumVersion: tls.maximumVersion,
+            cipherList: tls.ciphers, cipherSuites: tls.ciphersuites, trustRoots: tls.caFile.map { .file($0) } ?? .system,
+            certificateChain: try tls.clientCertificate.map { try Certificate.loadPEM(file: $0) } ?? [],
+            privateKey: try tls.clientKey.map { try PrivateKey(pemFile: $0) })
+        let result: ChainFetcher.Result
+        do {
+            result = try await ChainFetcher.fetch(host: target.host, port: target.port, serverName: explanation.host,
+                                                  trust: .system, configuration: configuration)
+        } catch {
+            print("connect:  \(target): \(ConnectFailure.describe(error, host: target.host, port: target.port))")
+            print("verdict:  502: the handshake did not complete, no request would be served")
+            return false
+        }
+        let info = result.info
+        print("connect:  \(target) (\(result.address)), \(info.versionName) \(info.cipher)")
+        print("chain seen (leaf to root, as verified):")
+        for certificate in info.verified ? info.peerChain : info.sentChain {
+            print("  sha256/\(certificate.spkiSHA256)  \(certificate.subject)  not_after \(DateText.format(certificate.notAfter))")
+        }
+        guard info.verified else {
+            print("verdict:  502 verify_failed: \(info.verifyResult) (\(VerifyHint.hint(info.verifyResult, serverName: explanation.host)))")
+            return false
+        }
+        let chain = info.peerChain.map {
+            ObservedCertificate(spkiSHA256: $0.spkiSHA256, certificateSHA256: $0.certificateSHA256, subject: $0.subject)
+        }
+        let evaluation = PinEvaluator.evaluate(chain: chain, pins: policy.pins, now: at)
+        if let code = evaluation.verdict.refusalCode {
+            print("verdict:  \(evaluation.verdict.metricLabel): a request would get 502 \(code)")
+            return false
+        }
+        let detail: String
+        switch evaluation.verdict {
+        case .match(let pin): detail = "pin sha256/\(pin.hash) is in the chain"
+        case .mismatchReported(let reason): detail = "no active pin is in the chain; reported, not refused (\(reason.rawValue))"
+        case .noActivePins: detail = "no pin is active; the verified chain alone is trusted"
+        case .unpinned: detail = "the policy has no pins; the verified chain alone is trusted"
+        case .mismatchEnforced: detail = "no active pin is in the chain"
+        }
+        print("verdict:  \(evaluation.verdict.metricLabel): \(detail); a request would be served")
+        return true
+    }
+}

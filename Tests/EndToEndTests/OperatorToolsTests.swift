@@ -1,0 +1,149 @@
+import Foundation
+import PinproxyTestSupport
+import Testing
+
+/// `pinproxy explain` and `pinproxy pins suggest` (docs/contract.md §13), run as
+/// the built binary against real files, a real `openssl s_server` and a running proxy.
+@Suite("explain and pins suggest")
+struct OperatorToolsTests {
+    struct Setup {
+        let dir: TemporaryDirectory
+        let pki: TestPKI
+        let upstream: OpenSSLServer
+        let intermediate: String
+        let root: String
+        let config: String
+    }
+
+    /// A config with an exact, a wildcard and a deny policy; `api.test`'s pins are `pins`.
+    static func setup(pins: (TestPKI) throws -> String) throws -> Setup {
+        let dir = try TemporaryDirectory("pinproxy-explain")
+        let pki = try TestPKI.make(in: dir, names: ["api.test"])
+        let upstream = try OpenSSLServer(directory: dir, certificate: pki.leafCertificate, key: pki.leafKey, chain: pki.intermediateCertificate)
+        try dir.write("etc/pinproxy.yaml", "policies: policies\nca:\n  cert: ../state/ca.pem\n  key: ../state/ca-key.pem\n")
+        try dir.write("etc/policies/p.yaml", """
+            hosts:
+              - match: api.test
+                upstream: 127.0.0.1:\(upstream.port)
+                tls: { ca_file: \(pki.rootCertificate) }
+                pins:
+                  spki_sha256:
+            \(try pins(pki))
+              - match: "*.cdn.test"
+                action: tunnel
+              - match: blocked.test
+                action: deny
+            """)
+        return Setup(dir: dir, pki: pki, upstream: upstream, intermediate: try TestPKI.opensslSPKIPin(pki.intermediateCertificate),
+                     root: try TestPKI.opensslSPKIPin(pki.rootCertificate), config: dir.file("etc/pinproxy.yaml"))
+    }
+
+    static func twoPins(_ pki: TestPKI) throws -> String {
+        """
+                    - { pin: "\(try TestPKI.opensslSPKIPin(pki.intermediateCertificate))", note: intermediate }
+                    - { pin: "\(try TestPKI.opensslSPKIPin(pki.rootCertificate))", not_after: 2099-01-01T00:00:00Z, note: root }
+        """
+    }
+
+    @Test func explainsAnExactAWildcardAndAnUnmatchedHost() throws {
+        let s = try Self.setup(pins: Self.twoPins)
+        defer { s.upstream.stop() }
+        let exact = try PinproxyBinary.run(["explain", "api.test", "--config", s.config])
+        #expect(exact.status == 0, "\(exact.stderr)")
+        #expect(Self.line(exact.stdout, startingWith: "  api.test ")?.hasSuffix("<- matches") == true, "\(exact.stdout)")
+        #expect(Self.line(exact.stdout, startingWith: "  *.test ")?.hasSuffix("no policy") == true)
+        #expect(exact.stdout.contains("action:   intercept"))
+        #expect(exact.stdout.contains("active    spki_sha256 \(s.intermediate)"))
+        #expect(exact.stdout.contains("answer:   intercepted: policy api.test"))
+
+        let wildcard = try PinproxyBinary.run(["explain", "img.cdn.test:8443", "--config", s.config])
+        #expect(wildcard.status == 0)
+        #expect(wildcard.stdout.contains("explain img.cdn.test:8443"))
+        #expect(Self.line(wildcard.stdout, startingWith: "  img.cdn.test ")?.hasSuffix("no policy") == true, "\(wildcard.stdout)")
+        #expect(Self.line(wildcard.stdout, startingWith: "  *.cdn.test ")?.contains("policy *.cdn.test (") == true)
+        #expect(wildcard.stdout.contains("answer:   tunnelled: policy *.cdn.test"))
+
+        let unmatched = try PinproxyBinary.run(["explain", "nowhere.test", "--config", s.config])
+        #expect(unmatched.status == 1, "a refusal exits 1")
+        #expect(unmatched.stdout.contains("answer:   403 host_denied: no policy matches nowhere.test and default_action is deny"), "\(unmatched.stdout)")
+    }
+
+    static func line(_ text: String, startingWith prefix: String) -> String? {
+        text.split(separator: "\n").first { $0.hasPrefix(prefix) }.map(String.init)
+    }
+
+    @Test func afterAPinExpiresExplainShowsItInactiveAndWarns() throws {
+        let s = try Self.setup(pins: Self.twoPins)
+        defer { s.upstream.stop() }
+        let later = try PinproxyBinary.run(["explain", "api.test", "--config", s.config, "--at", "2099-06-01"])
+        #expect(later.status == 0)
+        #expect(later.stdout.contains("inactive  spki_sha256 \(s.root)  expired 2099-01-01T00:00:00Z"), "\(later.stdout)")
+        #expect(later.stdout.contains("1 active at 2099-06-01T00:00:00Z"))
+        #expect(later.stdout.contains("timeline: warning: fewer than two active pins"))
+    }
+
+    @Test func explainConnectHandshakesAndJudgesTheChain() throws {
+        let good = try Self.setup(pins: Self.twoPins)
+        defer { good.upstream.stop() }
+        let served = try PinproxyBinary.run(["explain", "api.test", "--config", good.config, "--connect"])
+        #expect(served.status == 0, "\(served.stdout)\(served.stderr)")
+        #expect(served.stdout.contains("verdict:  match: pin sha256/\(good.intermediate) is in the chain"), "\(served.stdout)")
+        #expect(served.stdout.contains("  sha256/\(try TestPKI.opensslSPKIPin(good.pki.leafCertificate))"), "the leaf of the chain seen")
+
+        let wrong = try Self.setup { _ in
+            """
+                        - { pin: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=" }
+                        - { pin: "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB=" }
+            """
+        }
+        defer { wrong.upstream.stop() }
+        let refused = try PinproxyBinary.run(["explain", "api.test", "--config", wrong.config, "--connect"])
+        #expect(refused.status == 1)
+        #expect(refused.stdout.contains("verdict:  mismatch_enforced: a request would get 502 pin_mismatch"), "\(refused.stdout)")
+        #expect(refused.stdout.contains("  sha256/\(wrong.intermediate)"), "the chain it saw")
+    }
+
+    @Test func pinsSuggestAfterReportModeTrafficPrintsPinsThatCheckAccepts() throws {
+        let dir = try TemporaryDirectory("pinproxy-suggest")
+        let pki = try TestPKI.make(in: dir, names: ["new.test"])
+        let upstream = try OpenSSLServer(directory: dir, certificate: pki.leafCertificate, key: pki.leafKey, chain: pki.intermediateCertificate)
+        defer { upstream.stop() }
+        let head = """
+            hosts:
+              - match: new.test
+                upstream: 127.0.0.1:\(upstream.port)
+                tls: { ca_file: \(pki.rootCertificate) }
+                probe_interval: 0s
+
+            """
+        let proxy = try ProxyHarness(policies: head + """
+                pins:
+                  mode: report
+                  spki_sha256: [{pin: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}, {pin: "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB="}]
+            """, mainConfig: "network:\n  allow: [127.0.0.0/8]\n", directory: dir)
+        let admin = "http://127.0.0.1:\(try proxy.adminPort)"
+        let none = try PinproxyBinary.run(["pins", "suggest", "--admin", admin, "--host", "new.test"])
+        #expect(none.status == 2, "nothing seen yet (no probe, no traffic): \(none.stdout)")
+        let served = try Curl.run("https://new.test/", proxy: proxy, directory: dir)
+        #expect(served.status == 200, "report mode lets it through: \(served.stderr)")
+
+        let suggest = try PinproxyBinary.run(["pins", "suggest", "--admin", admin, "--host", "new.test"])
+        #expect(suggest.status == 0, "\(suggest.stderr)")
+        let yaml = suggest.stdout
+        let intermediate = try TestPKI.opensslSPKIPin(pki.intermediateCertificate)
+        let root = try TestPKI.opensslSPKIPin(pki.rootCertificate)
+        #expect(yaml.contains("  - pin: \"\(intermediate)\""), "\(yaml)")
+        #expect(yaml.contains("  - pin: \"\(root)\""))
+        #expect(!yaml.contains(try TestPKI.opensslSPKIPin(pki.leafCertificate)), "not the short-lived leaf")
+        #expect(yaml.contains("# an intermediate and the root above it"))
+
+        // Pasted under `pins:` in place of the report-mode list, `check` accepts it (and enforces it).
+        let pasted = yaml.split(separator: "\n").map { "      " + $0 }.joined(separator: "\n")
+        try dir.write("etc/policies/test.yaml", head + "    pins:\n" + pasted + "\n")
+        let check = try PinproxyBinary.run(["check", "--config", dir.file("etc/pinproxy.yaml")], currentDirectory: dir.path)
+        #expect(check.status == 0, "\(check.stdout)\(check.stderr)\n\(pasted)")
+        let explain = try PinproxyBinary.run(["explain", "new.test", "--config", dir.file("etc/pinproxy.yaml"), "--connect"],
+                                             currentDirectory: dir.path)
+        #expect(explain.stdout.contains("verdict:  match: pin sha256/\(intermediate)"), "\(explain.stdout)")
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import PinproxyAdmin
+import PinproxyPolicy
+import PinproxySpotify
+import PinproxyTestSupport
+import Testing
+
+/// The status page's model and HTML (docs/contract.md §13), with a fixed clock:
+/// the timeline's bars and stretches, escaping, and the route's headers.
+struct StatusPageTests {
+    static let policies = """
+        hosts:
+          - match: steady.example.com
+            pins:
+              spki_sha256:
+                - { pin: "\(AdminFixture.pin(1))", note: "intermediate <b>bold</b>" }
+                - { pin: "\(AdminFixture.pin(2))" }
+          - match: losing.example.com
+            pins:
+              spki_sha256:
+                - { pin: "\(AdminFixture.pin(1))" }
+                - { pin: "\(AdminFixture.pin(2))", not_after: 2026-12-20T00:00:00Z }
+                - { pin: "\(AdminFixture.pin(3))", not_before: 2027-06-01T00:00:00Z }
+              transition: {from: 2026-12-01, until: 2026-12-05}
+          - match: ending.example.com
+            pins:
+              spki_sha256: [{ pin: "\(AdminFixture.pin(1))", not_after: 2027-01-21T12:00:00Z }]
+          - match: elsewhere.example.com
+            action: tunnel
+        """
+
+    func model(observed: [ObservedHost] = [], sessions: [SessionSummary] = []) throws -> StatusPageModel {
+        let store = try AdminFixture(policies: Self.policies).store()
+        return StatusPageModel(snapshot: store.snapshot, lastReload: nil, now: AdminFixture.now, probe: { _ in nil },
+                               verdicts: { $0 == "steady.example.com" ? ["match": 7, "mismatch_reported": 1] : [:] },
+                               observed: observed, sessions: sessions)
+    }
+
+    @Test func theTimelineHasABarPerPinInTheWindowAndMarksTheThinStretches() throws {
+        let model = try model()
+        let hosts = Dictionary(uniqueKeysWithValues: model.hosts.map { ($0.pattern, $0) })
+        let steady = try #require(hosts["steady.example.com"]?.timeline)
+        #expect(steady.bars.count == 2)
+        #expect(steady.stretches.isEmpty && steady.headline == nil)
+        let losing = try #require(hosts["losing.example.com"]?.timeline)
+        // The third pin starts after the 90 days: nothing to draw.
+        #expect(losing.bars.count == 2)
+        #expect(losing.stretches.map(\.kind) == [.warning])
+        #expect(losing.stretches.first?.from == DateText.parse("2026-12-20T00:00:00Z", bound: .start))
+        #expect(losing.stretches.first?.until == losing.end)
+        #expect(losing.transition?.from == DateText.parse("2026-12-01", bound: .start))
+        #expect(losing.headline == "fewer than two active pins from 2026-12-20T00:00:00Z: no backup")
+        let ending = try #require(hosts["ending.example.com"]?.timeline)
+        #expect(ending.stretches.map(\.kind) == [.warning, .outage])
+        #expect(hosts["elsewhere.example.com"]?.timeline == nil, "a tunnel has no pins to draw")
+    }
+
+    @Test func theHTMLEscapesWhatItShowsAndLoadsNothing() throws {
+        let session = SessionSummary(name: "app<1>", flow: "client_credentials", status: .needsReauthorization(reason: "invalid_grant"))
+        let html = StatusPageHTML.render(try model(sessions: [session]))
+        #expect(html.contains("intermediate &lt;b&gt;bold&lt;/b&gt;"))
+        #expect(!html.contains("<b>bold</b>"))
+        #expect(html.contains("app&lt;1&gt;") && html.contains("needs re-authorisation (invalid_grant)"))
+        #expect(html.contains("match 7 · mismatch_reported 1"))
+        #expect(html.contains("<meta http-equiv=\"refresh\" content=\"30\">"))
+        #expect(!html.contains("<script") && !html.contains("src=") && !html.contains("href="))
+        #expect(html.components(separatedBy: "data-kind=\"timeline-warning\"").count - 1 == 2, "losing and ending")
+        #expect(html.components(separatedBy: "data-kind=\"pin\"").count - 1 == 5)
+    }
+
+    @Test func theRouteServesTheHTMLUnderAStrictPolicy() async throws {
+        let store = try AdminFixture(policies: Self.policies).store()
+        let leaf = ObservedCertificateInfo(spkiSHA256: AdminFixture.pin(9), subject: "CN=steady.example.com", issuer: "CN=Inter",
+                                           notBefore: AdminFixture.now - 86400, notAfter: AdminFixture.now + 30 * 86400)
+        let seen = ObservedHost(host: "steady.example.com", policy: "steady.example.com", chains: [
+            ObservedChain(certificates: [leaf], firstSeen: AdminFixture.now, lastSeen: AdminFixture.now, count: 3),
+        ], lastSeen: AdminFixture.now)
+        let providers = AdminServer.Providers(readiness: { ReadinessStatus(listening: true, policyLoaded: true, caUsable: true) },
+                                              observed: { [seen] })
+        try await withAdminServer(store: store, providers: providers) { client in
+            let response = try await client.get("/")
+            #expect(response.status == 200)
+            #expect(response.headers["content-security-policy"] == StatusPageHTML.contentSecurityPolicy)
+            #expect(response.headers["content-type"] == "text/html; charset=utf-8")
+            #expect(response.body.contains("data-policy=\"losing.example.com\""))
+            #expect(response.body.contains("steady.example.com (1 chain)"), "the chains seen are on the page")
+            let policies = try await client.get("/policies").json()
+            let observed = try #require((policies["observed"] as? [[String: Any]])?.first)
+            #expect(Set(observed.keys) == ["host", "policy", "last_seen", "chains"])
+            let chain = try #require((observed["chains"] as? [[String: Any]])?.first)
+            #expect(chain["count"] as? Int == 3 && chain["first_seen"] as? String == "2026-11-22T12:00:00Z")
+            let certificate = try #require((chain["certificates"] as? [[String: Any]])?.first)
+            #expect(certificate["pin"] as? String == AdminFixture.pin(9))
+            #expect(Set(certificate.keys) == ["pin", "subject", "issuer", "not_before", "not_after"])
+            #expect(try await client.post("/").status == 405)
+        }
+    }
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# bench/store.sh: the session store of docs/contract.md §12, counted.
+#
+#   1. Token calls per refresh interval for N = 1, 3, 10 replicas of the real
+#      binary, without and with the store, under steady requests: every round
+#      sends one request per replica per session (refresh_token `user`,
+#      client_credentials `app`) through curl, for K refresh intervals
+#      (token lifetime 4 s, refresh_before 1 s: one interval = 3 s). The mock
+#      accounts service counts every token request; rotation is on.
+#   2. The latency a request pays when its session must read the store (a
+#      session with nothing cached, a valid token in the store) beside one
+#      served from memory: 200 rounds each, median and p90, against the same
+#      real PostgreSQL on loopback.
+#
+# Bounded: each case stops after K intervals (PINPROXY_STORE_BENCH_INTERVALS,
+# default 6), the whole run under `timeout` (20 min). Everything it starts
+# (PostgreSQL, replicas, mocks) is started and stopped by the tests, by PID.
+# Needs scripts/install-deps (postgresql). Prints two Markdown tables.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PINPROXY_STORE_BENCH=1
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+nice -n 19 swift build --build-tests >/dev/null
+nice -n 19 timeout 1200 swift test --skip-build --no-parallel \
+  --filter 'SessionStoreBenchmark|StoreReadLatencyBenchmark' >"$log" 2>&1 || { tail -40 "$log"; exit 1; }
+echo "| replicas | store | measured (s = intervals) | client_credentials calls (per interval) | refresh_token calls (per interval) | superseded refresh tokens sent | failed requests |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
+grep -o 'STORE-BENCH-CALLS .*' "$log" | sed 's/^STORE-BENCH-CALLS //' | sort -t'|' -k2,2n -k3,3
+echo
+echo "| token | median | p90 |"
+echo "| --- | --- | --- |"
+grep -o 'STORE-BENCH-LATENCY .*' "$log" | sed 's/^STORE-BENCH-LATENCY //'
