@@ -156,6 +156,11 @@ struct BrokenConfigTests {
               - match: a.example.com
                 action: [deny
             """, expected: ["policies/p.yaml:4:1: error: YAML syntax error: did not find expected ',' or ']' (while parsing a flow sequence at 3:13)"]),
+        Case(name: "websocket neither allow nor deny", policy: """
+            hosts:
+              - match: a.example.com
+                websocket: maybe
+            """, expected: ["policies/p.yaml:3:16: error: `websocket` must be one of `allow`, `deny`, not `maybe`"]),
         Case(name: "policies path that does not exist", main: "policies: nowhere\n", policy: "hosts: []\n",
              expected: ["pinproxy.yaml:1:11: error: policies path nowhere does not exist"]),
     ]

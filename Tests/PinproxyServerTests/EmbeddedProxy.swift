@@ -26,6 +26,9 @@ final class EmbeddedProxy {
             action: intercept
           - match: tunnel.test
             action: tunnel
+          - match: ws-denied.test
+            action: intercept
+            websocket: deny
         """
 
     let directory: TemporaryDirectory

@@ -36,6 +36,9 @@ struct ExchangeStateMachineTests {
                 auth: { spotify: app }
               - match: denied.test
                 action: deny
+              - match: ws-denied.test
+                action: intercept
+                websocket: deny
             """)
         let result = PolicyLoader(configFile: dir.file("etc/pinproxy.yaml"), environment: [:], workingDirectory: dir.path).load()
         return result.snapshot!
@@ -52,6 +55,8 @@ struct ExchangeStateMachineTests {
         case acquireFailed(ProxyError)
         case token
         case responseHead(Int, keepAlive: Bool)
+        /// `101` with `Upgrade: websocket` and `Connection: Upgrade`.
+        case switching
         case responseBody(Int)
         case responseEnd
         case upstreamLost(HTTPParserError?)
@@ -60,10 +65,9 @@ struct ExchangeStateMachineTests {
     }
 
     /// Drives a machine through `events` and returns each action, described.
-    static func run(_ events: [Event], host: String? = nil) -> [String] {
+    static func run(_ events: [Event], host: String? = nil, machine: inout Machine) -> [String] {
         // Scenarios that attach a token run under the policy that names a session.
         let host = host ?? (events.contains { if case .acquiredWithToken = $0 { return true } else { return false } } ? "token.test" : "plain.test")
-        var machine = Machine(idleTimeout: .seconds(2), acceptsConnect: false)
         let upstream = Upstream()
         let interception = RequestRouter.Interception(host: host, port: 443, policy: snapshot.policy(forHost: host)!)
         var now = NIODeadline.uptimeNanoseconds(1_000_000_000)
@@ -99,6 +103,9 @@ struct ExchangeStateMachineTests {
                 var headers = HTTPHeaders([("Content-Length", "10")])
                 if !keepAlive { headers.add(name: "Connection", value: "close") }
                 action = machine.responseHead(HTTPResponseHead(version: .http1_1, status: .init(statusCode: status), headers: headers), now: now)
+            case .switching:
+                let headers = HTTPHeaders([("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Accept", "abc=")])
+                action = machine.responseHead(HTTPResponseHead(version: .http1_1, status: .switchingProtocols, headers: headers), now: now)
             case .responseBody(let count):
                 action = machine.responseBody(ByteBuffer(repeating: 0x62, count: count), now: now)
             case .responseEnd:
@@ -116,6 +123,11 @@ struct ExchangeStateMachineTests {
         return out
     }
 
+    static func run(_ events: [Event], host: String? = nil) -> [String] {
+        var machine = Machine(idleTimeout: .seconds(2), acceptsConnect: false)
+        return run(events, host: host, machine: &machine)
+    }
+
     static func describe(_ action: Machine.Action) -> String {
         switch action {
         case .none: return "-"
@@ -126,7 +138,8 @@ struct ExchangeStateMachineTests {
         case .sendRequest(let head, let pending, _, let flush, let readClient):
             let auth = head.headers["authorization"].first.map { " auth=\($0)" } ?? ""
             let framing = head.headers["content-length"].first.map { " cl=\($0)" } ?? (head.headers["transfer-encoding"].first.map { " te=\($0)" } ?? "")
-            return "send(\(head.method) parts=\(pending.count)\(framing)\(auth)\(flush ? " flush" : "")\(readClient ? " read" : ""))"
+            let upgrade = head.headers["upgrade"].first.map { " upgrade=\($0) connection=\(head.headers["connection"].joined(separator: ","))" } ?? ""
+            return "send(\(head.method) parts=\(pending.count)\(framing)\(auth)\(upgrade)\(flush ? " flush" : "")\(readClient ? " read" : ""))"
         case .forwardBody(let body, _): return "forwardBody(\(body.readableBytes))"
         case .forwardEnd: return "forwardEnd"
         case .writeInformational(let head): return "informational(\(head.status.code))"
@@ -143,6 +156,7 @@ struct ExchangeStateMachineTests {
         case .abort(let upstream, let finished):
             return "abort(\(upstream == nil ? "" : "discard ")\(finished.failure ?? finished.error?.code.rawValue ?? "-"))"
         case .finish(let exchange, let next): return "finish(log=\(exchange.status ?? 0) \(next))"
+        case .splice(_, let finished): return "splice(log=\(finished.status ?? 0))"
         case .clientGone(let upstream, let finished):
             return "clientGone(\(upstream == nil ? "" : "discard ")\(finished.map { "log=\($0.status ?? 0)" } ?? "-"))"
         case .giveBack: return "giveBack"
@@ -268,6 +282,68 @@ struct ExchangeStateMachineTests {
         #expect(finished.target == "/1")
         guard case .head(let next)? = machine.nextQueuedPart() else { Issue.record("the queued head comes next"); return }
         #expect(next.uri == "/2")
+    }
+
+    static let webSocketHeaders = [("Connection", "Upgrade"), ("Upgrade", "websocket"), ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+                                   ("Sec-WebSocket-Version", "13")]
+
+    @Test(arguments: [
+        // Table: WebSocket upgrades (docs/contract.md §11), events → actions.
+        ("an allowed upgrade goes up with its upgrade fields; the 101 becomes a splice",
+         [Event.head(.GET, "/ws", webSocketHeaders), .end, .acquired(reused: false), .switching, .responseEnd],
+         ["acquire", "-", "send(GET parts=1 upgrade=websocket connection=Upgrade)", "responseHead(101 Upgrade)", "splice(log=101)"]),
+        ("a non-101 answer to an upgrade is an ordinary response, and the connection closes after it",
+         [.head(.GET, "/ws", webSocketHeaders), .end, .acquired(reused: false), .responseHead(426, keepAlive: true), .responseBody(10), .responseEnd],
+         ["acquire", "-", "send(GET parts=1 upgrade=websocket connection=Upgrade)", "responseHead(426 close)", "responseBody(10)",
+          "endResponse(reuse close log=426 nothing)"]),
+        ("an upgrade request with a body: the body goes up, then the 101 splices",
+         [.head(.GET, "/ws", webSocketHeaders + [("Content-Length", "4")]), .acquired(reused: false), .body(4), .end, .switching, .responseEnd],
+         ["acquire", "send(GET parts=0 cl=4 upgrade=websocket connection=Upgrade read)", "forwardBody(4)", "forwardEnd",
+          "responseHead(101 Upgrade)", "splice(log=101)"]),
+        ("a 101 before the upgrade request's body is complete ends both connections",
+         [.head(.GET, "/ws", webSocketHeaders + [("Content-Length", "4")]), .acquired(reused: false), .body(2), .switching],
+         ["acquire", "send(GET parts=0 cl=4 upgrade=websocket connection=Upgrade read)", "forwardBody(2)",
+          "refuse(502 connect_failed discard close log=502 nothing)"]),
+        ("a request pipelined after the upgrade request: the 101 cannot be spliced",
+         [.head(.GET, "/ws", webSocketHeaders), .end, .head(.GET, "/next", []), .end, .acquired(reused: false), .switching],
+         ["acquire", "-", "-", "-", "send(GET parts=1 upgrade=websocket connection=Upgrade)", "refuse(502 connect_failed discard close log=502 nothing)"]),
+        ("a 101 naming another protocol is refused",
+         [.head(.GET, "/ws", webSocketHeaders), .end, .acquired(reused: false), .responseHead(101, keepAlive: true)],
+         ["acquire", "-", "send(GET parts=1 upgrade=websocket connection=Upgrade)", "refuse(502 connect_failed discard close log=502 nothing)"]),
+        ("another upgrade (h2c) is stripped as hop-by-hop, and the connection closes after its answer",
+         [.head(.GET, "/", [("Connection", "Upgrade, HTTP2-Settings"), ("Upgrade", "h2c"), ("HTTP2-Settings", "AAA")]), .end,
+          .acquired(reused: false), .responseHead(200, keepAlive: true), .responseEnd],
+         ["acquire", "-", "send(GET parts=1)", "responseHead(200 close)", "endResponse(reuse close log=200 nothing)"]),
+        ("the upstream lost between its 101 and the splice: the app's connection is cut",
+         [.head(.GET, "/ws", webSocketHeaders), .end, .acquired(reused: false), .switching, .upstreamLost(nil)],
+         ["acquire", "-", "send(GET parts=1 upgrade=websocket connection=Upgrade)", "responseHead(101 Upgrade)", "abort(discard upstream_closed)"]),
+        ("the app leaves between the 101 and the splice: the upstream is discarded, the line says 101",
+         [.head(.GET, "/ws", webSocketHeaders), .end, .acquired(reused: false), .switching, .clientLeft],
+         ["acquire", "-", "send(GET parts=1 upgrade=websocket connection=Upgrade)", "responseHead(101 Upgrade)", "clientGone(discard log=101)"]),
+        ("the token is attached to the upgrade request",
+         [.head(.GET, "/ws", webSocketHeaders), .end, .acquiredWithToken, .token, .switching, .responseEnd],
+         ["acquire", "-", "fetchToken(app)", "send(GET parts=1 auth=Bearer T0KEN upgrade=websocket connection=Upgrade)",
+          "responseHead(101 Upgrade)", "splice(log=101)"]),
+    ] as [(String, [Event], [String])])
+    func webSocket(name: String, events: [Event], expected: [String]) {
+        #expect(Self.run(events) == expected, "\(name)")
+    }
+
+    @Test func aDeniedUpgradeIsRefusedWith403AndTheConnectionClosed() {
+        let actual = Self.run([.head(.GET, "/ws", Self.webSocketHeaders)], host: "ws-denied.test")
+        #expect(actual == ["refuse(403 upgrade_denied close log=403 nothing)"])
+        // The same policy serves plain requests as before.
+        #expect(Self.run([.head(.GET, "/", []), .end], host: "ws-denied.test") == ["acquire", "-"])
+    }
+
+    @Test func nothingHTTPComesAfterTheSplice() {
+        var machine = Machine(idleTimeout: .seconds(2), acceptsConnect: false)
+        let out = Self.run([.head(.GET, "/ws", Self.webSocketHeaders), .end, .acquired(reused: false), .switching, .responseEnd,
+                            .head(.GET, "/later", []), .readComplete, .after(seconds: 10, clientWritable: true, upstreamWritable: true),
+                            .clientLeft], machine: &machine)
+        #expect(out == ["acquire", "-", "send(GET parts=1 upgrade=websocket connection=Upgrade)", "responseHead(101 Upgrade)", "splice(log=101)",
+                        "-", "-", "-", "clientGone(-)"])
+        #expect(machine.nextQueuedPart() == nil)
     }
 
     @Test func aClosingRequestClosesAfterItsResponse() {

@@ -206,6 +206,24 @@ struct HTTPExchangeHandlerTests {
         #expect(proxy.accessLines.count == 1)
     }
 
+    /// `websocket: deny` (docs/contract.md §11): the upgrade gets 403
+    /// `upgrade_denied` and the connection closes (the decoder reads nothing
+    /// after an upgrade request), so what was pipelined behind it is not answered.
+    @Test func aDeniedWebSocketUpgradeGets403AndTheConnectionCloses() throws {
+        let proxy = try EmbeddedProxy()
+        try proxy.send(
+            "GET ws://ws-denied.test/chat HTTP/1.1\r\nHost: ws-denied.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+                + "GET http://denied.test/next HTTP/1.1\r\nHost: denied.test\r\n\r\n")
+
+        let responses = try proxy.responses()
+        #expect(responses.map(\.status) == [403])
+        #expect(responses.first?.headers["x-pinproxy-error"] == "upgrade_denied")
+        #expect(responses.first?.json?["error"] as? String == "upgrade_denied")
+        #expect(!proxy.isOpen)
+        #expect(proxy.accessLines.map { $0["error"] } == ["upgrade_denied"])
+    }
+
     @Test func nothingIsAnsweredAfterARefusalThatCloses() throws {
         let proxy = try EmbeddedProxy()
         try proxy.send(

@@ -103,6 +103,7 @@ private struct HostPolicyReader {
             maxUpstreamConnections: entry.int("max_upstream_connections", atLeast: 1) ?? HostPolicyDefaults.maxUpstreamConnections,
             queueTimeout: entry.duration("queue_timeout") ?? HostPolicyDefaults.queueTimeout,
             probeInterval: entry.duration("probe_interval") ?? .seconds(600),
+            websocket: entry.has("websocket") ? entry.choice("websocket", HostPolicySpec.WebSocket.self) ?? .allow : .allow,
             upstreamProtocol: entry.choice("upstream_protocol", HostPolicySpec.UpstreamProtocol.self) ?? .auto,
             file: file,
             sourceMap: map)

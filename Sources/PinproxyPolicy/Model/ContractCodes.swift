@@ -20,6 +20,8 @@ public enum RefusalCode: String, Sendable, Hashable, CaseIterable {
     case badRequest = "bad_request"
     case hostMismatch = "host_mismatch"
     case tokenUnavailable = "token_unavailable"
+    /// A WebSocket upgrade to a host whose policy says `websocket: deny` (docs/contract.md §11).
+    case upgradeDenied = "upgrade_denied"
 }
 
 /// How one upstream connection attempt ended (`upstream_handshakes_total{result}`).
@@ -46,7 +48,7 @@ public enum UpstreamHandshakeResult: String, Sendable, Hashable, CaseIterable {
         case .tlsHandshake: self = .tlsHandshake
         case .upstreamTimeout, .queueTimeout: self = .timeout
         case .ssrfBlocked, .connectFailed, .hostDenied, .clientDenied, .proxyAuthRequired: self = .connectFailed
-        case .badRequest, .hostMismatch, .tokenUnavailable: self = .tlsHandshake
+        case .badRequest, .hostMismatch, .tokenUnavailable, .upgradeDenied: self = .tlsHandshake
         }
     }
 }

@@ -32,6 +32,14 @@ public struct HostPolicySpec: Sendable, Hashable {
         }
     }
 
+    /// `websocket:`: whether an app may open a WebSocket (`Upgrade: websocket`)
+    /// to this host (docs/contract.md §11).
+    public enum WebSocket: String, Sendable, Hashable, CaseIterable {
+        case allow
+        /// 403 `upgrade_denied`.
+        case deny
+    }
+
     public var match: HostPattern
     public var action: Action
     /// Dial these instead of the host (tried in order on connect failure); empty: the host itself.
@@ -52,6 +60,7 @@ public struct HostPolicySpec: Sendable, Hashable {
     public var queueTimeout: Duration
     /// Active handshake probe interval; `.zero` disables it.
     public var probeInterval: Duration
+    public var websocket: WebSocket = .allow
     /// `clients:`: the identities and networks that may use this policy;
     /// nil admits every client `clients.allow` lets in (docs/contract.md §15).
     public var clients: [ClientRule]? = nil

@@ -20,6 +20,8 @@ enum PolicyDigest {
         put("action", s.action.rawValue)
         put("upstream", s.upstream.map(\.description).joined(separator: ","))
         put("upgrade_to_tls", s.upgradeToTLS)
+        // Only when not the default, so that digests written before the key existed stay.
+        if s.websocket != .allow { put("websocket", s.websocket.rawValue) }
         put("tls.min_version", s.tls.minimumVersion.rawValue)
         put("tls.allow_legacy_tls", s.tls.allowLegacyTLS)
         put("tls.max_version", s.tls.maximumVersion?.rawValue)

@@ -46,8 +46,10 @@ enum SessionInstaller {
         }
         try sync.addHandler(protocolSwitch, position: .last)
         try sync.addHandler(timer, position: .last)
+        // An upgrade configuration with no upgraders keeps the bytes an app sends
+        // after a WebSocket upgrade request for the splice (as on the listener).
         try sync.configureHTTPServerPipeline(
-            position: .last, withPipeliningAssistance: false, withServerUpgrade: nil, withErrorHandling: false,
+            position: .last, withPipeliningAssistance: false, withServerUpgrade: (upgraders: [], completionHandler: { _ in }), withErrorHandling: false,
             withOutboundHeaderValidation: true, withEncoderConfiguration: .init(),
             withDecoderLimitConfiguration: ProxyServices.decoderLimits(limits))
         try sync.addHandler(inner, position: .last)

@@ -46,7 +46,12 @@ extension ExchangeStateMachine {
             let action = body(&exchange, .none)
             state = .refused(exchange)
             return action
-        case .idle, .closed, .handedOver:
+        case .switching(var exchange, let upstream):
+            state = .modifying
+            let action = body(&exchange, .none)
+            state = .switching(exchange, upstream)
+            return action
+        case .idle, .closed, .handedOver, .spliced:
             return .none
         case .modifying:
             preconditionFailure("modify while modifying")
@@ -60,9 +65,9 @@ extension ExchangeStateMachine {
         switch state {
         case .acquiring(let exchange): taken = (exchange, nil)
         case .authorizing(let exchange, let upstream), .forwarding(let exchange, let upstream),
-             .discardingRefusal(let exchange, let upstream): taken = (exchange, upstream)
+             .discardingRefusal(let exchange, let upstream), .switching(let exchange, let upstream): taken = (exchange, upstream)
         case .responded(let exchange), .refused(let exchange): taken = (exchange, nil)
-        case .idle, .closed, .handedOver: return nil
+        case .idle, .closed, .handedOver, .spliced: return nil
         case .modifying: preconditionFailure("take while modifying")
         }
         state = .modifying
@@ -135,7 +140,8 @@ extension ExchangeStateMachine {
     /// The upstream connection the current exchange holds, if any.
     var heldUpstream: Upstream? {
         switch state {
-        case .authorizing(_, let upstream), .forwarding(_, let upstream), .discardingRefusal(_, let upstream): return upstream
+        case .authorizing(_, let upstream), .forwarding(_, let upstream), .discardingRefusal(_, let upstream),
+             .switching(_, let upstream): return upstream
         default: return nil
         }
     }

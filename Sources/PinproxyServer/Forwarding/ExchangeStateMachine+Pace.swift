@@ -15,7 +15,7 @@ extension ExchangeStateMachine {
             return .flushUpstream(upstream, readClient: !exchange.requestEnded && upstreamWritable)
         case .responded(let exchange), .refused(let exchange):
             return exchange.requestEnded ? .none : .readClient
-        case .acquiring, .authorizing, .discardingRefusal, .closed, .handedOver:
+        case .acquiring, .authorizing, .discardingRefusal, .closed, .handedOver, .switching, .spliced:
             return .none  // no more body until the head has gone up
         case .modifying:
             preconditionFailure("read complete while modifying")

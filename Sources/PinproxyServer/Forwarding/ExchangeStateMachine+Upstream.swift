@@ -91,10 +91,7 @@ extension ExchangeStateMachine {
         guard case .forwarding(var exchange, let upstream) = state else { return .none }
         state = .modifying
         if head.status == .switchingProtocols {
-            // pinproxy asked for no upgrade (it strips `Upgrade`): the upstream's
-            // framing is unknowable from here, so the connection ends with this.
-            return refuse(exchange, ProxyError(.connectFailed, host: exchange.host,
-                detail: "upstream \(exchange.host) answered 101 Switching Protocols to a request that asked for no upgrade"), release: upstream)
+            return switchingProtocols(head, exchange, upstream)
         }
         if head.status.code >= 100 && head.status.code < 200 {
             state = .forwarding(exchange, upstream)
@@ -137,6 +134,9 @@ extension ExchangeStateMachine {
         switch state {
         case .authorizing:
             return unaskedAnswer()
+        case .switching(let exchange, let upstream):
+            state = .spliced
+            return .splice(upstream, finished: exchange)
         case .discardingRefusal(var exchange, let upstream):
             state = .modifying
             exchange.pending = exchange.replayParts
@@ -191,6 +191,9 @@ extension ExchangeStateMachine {
             exchange.token = nil
             state = .acquiring(exchange)
             return .releaseAndAcquire(upstream, reusable: false, plan: plan)
+        case .switching(let exchange, let upstream):
+            state = .modifying
+            return abort(exchange, failure: "upstream_closed", release: upstream)
         case .forwarding(var exchange, let upstream), .discardingRefusal(var exchange, let upstream):
             state = .modifying
             exchange.responseDeadline = nil
@@ -245,8 +248,8 @@ extension ExchangeStateMachine {
                 return upstreamStalled(now: now, clientWritable: clientWritable)
             }
             return .none
-        case .idle, .discardingRefusal, .closed, .handedOver:
-            return .none
+        case .idle, .discardingRefusal, .closed, .handedOver, .switching, .spliced:
+            return .none  // a splice's silence is `UpgradeSplice`'s idle timer's
         case .modifying:
             preconditionFailure("deadlines while modifying")
         }

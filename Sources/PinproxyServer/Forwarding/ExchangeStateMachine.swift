@@ -30,6 +30,12 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         /// A refusal was sent on a connection that stays open; the rest of
         /// the request body is dropped.
         case refused(Exchange)
+        /// The upstream answered `101` to a WebSocket upgrade and its head went
+        /// to the app; the end of that message comes next, then the splice.
+        case switching(Exchange, Upstream)
+        /// After a WebSocket `101` the connection is a byte splice with that
+        /// upstream (docs/contract.md §11): no HTTP follows, nothing comes here.
+        case spliced
         /// A CONNECT took the connection over: its parts belong to the
         /// `ConnectHandler` after this one.
         case handedOver
@@ -79,6 +85,11 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         case refuse(ProxyError, release: Upstream?, reusable: Bool, close: Bool, finished: Exchange?, next: Next)
         /// The response was already under way: cut the app's connection.
         case abort(release: Upstream?, finished: Exchange)
+        /// The WebSocket `101` is complete: end the app's response, take the
+        /// HTTP layers out of both connections and splice them byte for byte.
+        /// The upstream never goes back to the pool; `finished` is logged
+        /// (status 101) when the splice ends.
+        case splice(Upstream, finished: Exchange)
         /// The exchange is over with nothing left to write.
         case finish(Exchange, next: Next)
         /// The app went away: give the upstream back (not reusable) and log.
@@ -109,6 +120,9 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
     /// connection rather than reading it all.
     static var drainLimit: UInt64 { 64 * 1024 }
 
+    /// Whether request parts arrived after the current one ended (pipelined).
+    var hasQueuedParts: Bool { !queued.isEmpty }
+
     init(idleTimeout: TimeAmount, acceptsConnect: Bool) {
         self.idleTimeout = idleTimeout
         self.acceptsConnect = acceptsConnect
@@ -128,10 +142,10 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
             return .route(head)
         case .handedOver:
             return .passOn(part)
-        case .closed:
+        case .closed, .spliced:
             return .none
         case .acquiring(let exchange), .authorizing(let exchange, _), .forwarding(let exchange, _),
-             .discardingRefusal(let exchange, _), .responded(let exchange), .refused(let exchange):
+             .discardingRefusal(let exchange, _), .responded(let exchange), .refused(let exchange), .switching(let exchange, _):
             if exchange.requestEnded {
                 queued.append(part)  // the next pipelined request waits its turn
                 return .none
@@ -258,7 +272,7 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         case .acquiring(let exchange), .authorizing(let exchange, _), .forwarding(let exchange, _),
              .discardingRefusal(let exchange, _), .responded(let exchange), .refused(let exchange):
             return exchange.requestEnded ? nil : queued.removeFirst()
-        case .closed, .handedOver, .modifying:
+        case .closed, .handedOver, .switching, .spliced, .modifying:
             return nil
         }
     }

@@ -253,6 +253,14 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             logAccess(finished)
             context.flush()
             context.close(promise: nil)
+        case .splice(let upstream, let exchange):
+            context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { result in
+                // Out of the upstream decoder's callback (this is its message's
+                // end) before the decoders are taken out.
+                context.eventLoop.assumeIsolated().execute {
+                    self.splice(upstream, exchange, written: (try? result.get()) != nil, context: context)
+                }
+            }
         case .finish(let exchange, let next):
             logAccess(exchange)
             after(next, context: context)
@@ -295,7 +303,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         }
     }
 
-    private func release(_ upstream: UpstreamConnection, reusable: Bool) {
+    func release(_ upstream: UpstreamConnection, reusable: Bool) {
         upstream.receiver = nil
         if !reusable { upstream.reusable = false }
         services.pool.release(upstream)
@@ -365,7 +373,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         }
     }
 
-    private func logAccess(_ exchange: Exchange) {
+    func logAccess(_ exchange: Exchange) {
         let status = exchange.status ?? 0
         let seconds = Double((NIODeadline.now() - exchange.started).nanoseconds) / 1e9
         services.recordAccess(AccessRecord(

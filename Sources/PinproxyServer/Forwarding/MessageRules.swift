@@ -121,6 +121,45 @@ enum MessageRules {
         return HTTPResponseHead(version: .http1_1, status: head.status, headers: headers)
     }
 
+    /// The upstream's `101` to a WebSocket upgrade, for the app: hop-by-hop
+    /// removed like any head, then `Upgrade` and `Connection: Upgrade` put
+    /// back (the `Sec-WebSocket-*` fields are end-to-end and stay).
+    static func switchingHead(from head: HTTPResponseHead) -> HTTPResponseHead {
+        var headers = head.headers
+        let upgrade = head.headers["upgrade"].first ?? "websocket"
+        stripHopByHop(&headers)
+        addUpgradeFields(&headers, protocol: upgrade)
+        headers.add(name: "Via", value: Via.value)
+        return HTTPResponseHead(version: .http1_1, status: .switchingProtocols, headers: headers)
+    }
+
+    /// `Upgrade: name` and `Connection: Upgrade`, for a WebSocket handshake
+    /// kept whole (docs/contract.md §11).
+    static func addUpgradeFields(_ headers: inout HTTPHeaders, protocol name: String) {
+        headers.replaceOrAdd(name: "Upgrade", value: name)
+        headers.replaceOrAdd(name: "Connection", value: "Upgrade")
+    }
+
+    /// Whether the HTTP/1.1 decoder takes this request as a protocol switch:
+    /// an `Upgrade` field with `upgrade` among the `Connection` tokens. The
+    /// decoder parses nothing after such a request, so unless it becomes a
+    /// splice the connection ends with its answer.
+    static func asksUpgrade(_ head: HTTPRequestHead) -> Bool {
+        !head.headers["upgrade"].isEmpty && tokens(head.headers, "connection").contains("upgrade")
+    }
+
+    /// A WebSocket opening handshake (RFC 6455 §4.1): HTTP/1.1 GET whose
+    /// `Upgrade` names `websocket` and whose `Connection` names `upgrade`.
+    /// Other upgrades (`h2c`, `TLS/1.2`…) are stripped as before.
+    static func asksWebSocket(_ head: HTTPRequestHead) -> Bool {
+        asksUpgrade(head) && head.method == .GET && head.version == .http1_1 && tokens(head.headers, "upgrade").contains("websocket")
+    }
+
+    /// The comma-separated tokens of every `name` field, lowercased.
+    private static func tokens(_ headers: HTTPHeaders, _ name: String) -> [String] {
+        headers[name].flatMap { $0.split(separator: ",").map { $0.trimmingSpaces.lowercased() } }
+    }
+
     /// A response that said it would close its connection cannot be pooled.
     static func upstreamKeepsAlive(_ head: HTTPResponseHead) -> Bool {
         head.isKeepAlive
@@ -210,8 +249,13 @@ struct AbsoluteTarget {
     init?(_ uri: String) {
         let lower = uri.lowercased()
         let scheme: String
-        if lower.hasPrefix("http://") { scheme = "http" } else if lower.hasPrefix("https://") { scheme = "https" } else { return nil }
-        let rest = uri.dropFirst(scheme.count + 3)
+        let prefix: Int
+        // `ws://` and `wss://` (a WebSocket client sending absolute-form) are
+        // `http://` and `https://` on the wire (RFC 6455 §3).
+        if lower.hasPrefix("http://") { scheme = "http"; prefix = 7 } else if lower.hasPrefix("https://") { scheme = "https"; prefix = 8 }
+        else if lower.hasPrefix("ws://") { scheme = "http"; prefix = 5 } else if lower.hasPrefix("wss://") { scheme = "https"; prefix = 6 }
+        else { return nil }
+        let rest = uri.dropFirst(prefix)
         let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) ?? rest.endIndex
         guard let authority = Authority(String(rest[..<end])) else { return nil }
         self.scheme = scheme

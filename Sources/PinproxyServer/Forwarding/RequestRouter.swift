@@ -12,6 +12,8 @@ struct Route {
     /// How the request body is delimited (decided from the app's head).
     var framing: RequestFraming
     var responseTimeout: TimeAmount
+    /// A WebSocket upgrade the policy allows: its `101` becomes a splice.
+    var webSocket = false
 }
 
 /// What routing made of a request head: the host and policy it concerns
@@ -67,11 +69,21 @@ enum RequestRouter {
                 decision.closeAfter = true
                 throw ProxyError(.badRequest, host: nil, detail: "ambiguous message framing: \(problem.message)")
             }
+            // The decoder reads nothing after an upgrade request: spliced or closed.
+            if MessageRules.asksUpgrade(head) { decision.closeAfter = true }
+            var route: Route
             if let interception {
-                decision.result = .success(try routeIntercepted(head, in: interception, framing: framing, closeAfter: &decision.closeAfter))
+                route = try routeIntercepted(head, in: interception, framing: framing, closeAfter: &decision.closeAfter)
             } else {
-                decision.result = .success(try routeAbsoluteForm(head, snapshot: snapshot, framing: framing, client: client, decision: &decision))
+                route = try routeAbsoluteForm(head, snapshot: snapshot, framing: framing, client: client, decision: &decision)
             }
+            if MessageRules.asksWebSocket(head) {
+                try checkWebSocket(host: decision.host, policy: decision.policy)
+                route.webSocket = true
+                // Put back after the policy's header rules, so they cannot unmake the handshake.
+                MessageRules.addUpgradeFields(&route.upstreamHead.headers, protocol: "websocket")
+            }
+            decision.result = .success(route)
         } catch let refusal as ProxyError {
             decision.result = .failure(refusal)
         } catch {
@@ -148,6 +160,13 @@ enum RequestRouter {
             upstreamHead: MessageRules.upstreamHead(from: head, target: originForm, hostHeader: hostHeaders[0], rules: spec.headers, framing: framing),
             framing: framing,
             responseTimeout: TimeAmount(spec.responseTimeout))
+    }
+
+    /// `websocket: deny` refuses the upgrade (403 `upgrade_denied`, docs/contract.md §11).
+    private static func checkWebSocket(host: String, policy: HostPolicy?) throws {
+        guard let policy, policy.spec.websocket == .deny else { return }
+        throw ProxyError(.upgradeDenied, host: host,
+                         detail: "policy \(policy.metricLabel) (\(policy.spec.file)) does not allow WebSocket upgrades to \(host) (websocket: deny)")
     }
 
     /// Deny by policy or by default: the checks that need no upstream.

@@ -74,6 +74,7 @@ final class GlueHandler: ChannelDuplexHandler {
         partnerCloseFull()
         onClose?()
         onClose = nil
+        context.fireChannelInactive()
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {

@@ -90,7 +90,8 @@ final class UpstreamConnector: Sendable {
             // guess from the method: automatic framing headers are off.
             var encoder = HTTPRequestEncoder.Configuration()
             encoder.automaticallySetFramingHeaders = false
-            try sync.addHTTPClientHandlers(encoderConfiguration: encoder)
+            // Bytes after a WebSocket `101` belong to the splice that replaces the decoder.
+            try sync.addHTTPClientHandlers(leftOverBytesStrategy: .forwardBytes, encoderConfiguration: encoder)
             try sync.addHandler(handler)
         }.flatMap { channel -> EventLoopFuture<UpstreamConnection> in
             let (handler, evaluation) = slot.withLockedValue { $0! }

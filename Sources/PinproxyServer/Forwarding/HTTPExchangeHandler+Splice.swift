@@ -1,0 +1,41 @@
+import NIOCore
+
+/// The end of a WebSocket upgrade's exchange (docs/contract.md §11): the
+/// machine said `splice`, the app has the `101`, and the connection becomes
+/// a byte splice with the upstream (`Tunnel/UpgradeSplice.swift`).
+extension HTTPExchangeHandler {
+    /// The WebSocket `101` reached the app: both connections become one
+    /// splice; its access line (status 101, the bytes each way) is written
+    /// when it ends.
+    func splice(_ upstream: UpstreamConnection, _ exchange: Exchange, written: Bool, context: ChannelHandlerContext) {
+        let fail = { (reason: String) in
+            self.services.logger.warning("WebSocket splice not set up", metadata: [
+                "host": "\(exchange.host)", "client": "\(self.clientAddress)", "reason": "\(reason)"])
+            var ended = exchange
+            ended.failure = reason
+            self.release(upstream, reusable: false)
+            self.logAccess(ended)
+            context.close(promise: nil)
+        }
+        guard written, context.channel.isActive else { return fail("client_closed") }
+        guard upstream.isActive else { return fail("upstream_closed") }
+        do {
+            let logger = services.logger
+            let client = clientAddress
+            try UpgradeSplice.install(
+                client: context, upstream: upstream, idleTimeout: TimeAmount(limits.idleTimeout),
+                onIdle: {
+                    logger.info("spliced connection idle; closed", metadata: [
+                        "host": "\(exchange.host)", "client": "\(client)", "reason": "limits.idle_timeout"])
+                },
+                onClose: { up, down in
+                    var ended = exchange
+                    ended.bytesUp += up
+                    ended.bytesDown += down
+                    self.logAccess(ended)
+                })
+        } catch {
+            fail("\(error)")
+        }
+    }
+}
