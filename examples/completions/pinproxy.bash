@@ -173,13 +173,13 @@ _pinproxy() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    run|check|explain|pin|pins|ca|spotify|help)
+    run|check|explain|pin|pins|ca|spotify|passwd|help)
         # Offer subcommand argument completions
         "_pinproxy_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'run check explain pin pins ca spotify help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'run check explain pin pins ca spotify passwd help' -- "${cur}"))
         ;;
     esac
 }
@@ -225,7 +225,7 @@ _pinproxy_explain() {
     repeating_flags=()
     non_repeating_flags=(--connect --version -h --help)
     repeating_options=()
-    non_repeating_options=(--config --at)
+    non_repeating_options=(--config --at --client)
     __pinproxy_offer_flags_options 1
 
     # Offer option value completions
@@ -234,6 +234,9 @@ _pinproxy_explain() {
         return
         ;;
     '--at')
+        return
+        ;;
+    '--client')
         return
         ;;
     esac
@@ -429,6 +432,21 @@ _pinproxy_spotify_login() {
         return
         ;;
     '--scope')
+        return
+        ;;
+    esac
+}
+
+_pinproxy_passwd() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=()
+    non_repeating_options=(--iterations)
+    __pinproxy_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--iterations')
         return
         ;;
     esac

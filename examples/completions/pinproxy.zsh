@@ -57,13 +57,14 @@ _pinproxy() {
             'pins:Pins learned from the chains upstreams presented to a running pinproxy.'
             'ca:Create, show and export pinproxy'\''s interception CA.'
             'spotify:Spotify sessions: authorise a refresh_token session.'
+            'passwd:Hash a client password for clients.identities (salted PBKDF2-SHA256).'
             'help:Show subcommand help information.'
         )
         _describe -V subcommand subcommands && ret=0
         ;;
     arg)
         case "${words[1]}" in
-        run|check|explain|pin|pins|ca|spotify|help)
+        run|check|explain|pin|pins|ca|spotify|passwd|help)
             "_pinproxy_${words[1]}" && ret=0
             ;;
         esac
@@ -108,6 +109,7 @@ _pinproxy_explain() {
         '--config[The main config file (default\: etc/pinproxy.yaml if present, else the embedded defaults).]:config:'
         '--at[Judge pins at this instant (RFC 3339, or a date YYYY-MM-DD) instead of now.]:at:'
         '--connect[Also handshake with the upstream as the proxy would and print the verdict and the chain.]'
+        '--client[Answer for this client\: a configured identity'\''s name or an IP address (docs/contract.md §15).]:client:'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
@@ -280,6 +282,18 @@ _pinproxy_spotify_login() {
         ':session:'
         '--config[The main config file (default\: etc/pinproxy.yaml if present, else the embedded defaults).]:config:'
         '--scope[The scopes to ask for, space-separated.]:scope:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_pinproxy_passwd() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--iterations[PBKDF2 iterations (default 150000).]:iterations:'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
