@@ -133,11 +133,19 @@ struct AccountsFaultTests {
           arguments: ["full", "read-only"])
     func aRotatedRefreshTokenTheDiskWillNotTakeIsKeptInMemoryLoggedAndCounted(disk: String) async throws {
         let stack = try await Stack(flow: "refresh_token", tokenDisk: true) { $0.update { $0.rotateRefreshTokens = true } }
+        // The first token, and its rotated refresh token, land while the disk
+        // still works (whether the session fetched it at start or for this request).
+        #expect(try stack.get().status == 200)
+        #expect(pollUntil(timeout: 15) {
+            guard let issued = stack.accounts.counters.lastIssuedRefreshToken else { return false }
+            return (try? String(contentsOfFile: stack.tokenFile, encoding: .utf8))?.contains(issued) == true
+        })
         let before = try String(contentsOfFile: stack.tokenFile, encoding: .utf8)
         if disk == "full" { try #require(stack.mount).fill() } else { try #require(stack.mount).makeReadOnly() }
 
-        // The session's first refresh (at start or at this request) rotates the
-        // token; wait for a rotation that the disk refuses.
+        // The access token stops working: the 401 makes the session refresh,
+        // and that refresh's rotated token is what the disk refuses.
+        stack.accounts.expireAccessTokens()
         _ = try stack.get()
         #expect(pollUntil(timeout: 15) { !stack.logLines(containing: "could not store the rotated Spotify refresh token").isEmpty })
         let failures = stack.logLines(containing: "could not store the rotated Spotify refresh token")
@@ -154,6 +162,6 @@ struct AccountsFaultTests {
         #expect(try stack.get().status == 200)
         stack.accounts.expireAccessTokens()
         #expect(pollUntil(timeout: 15, every: 0.5) { (try? stack.get().status) == 200 })
-        #expect(stack.accounts.counters.byGrantType["refresh_token", default: 0] >= 2)
+        #expect(stack.accounts.counters.byGrantType["refresh_token", default: 0] >= 3)
     }
 }

@@ -15,8 +15,11 @@ enum SessionInstaller {
                           identity: String? = nil) throws {
         let sync = context.pipeline.syncOperations
         let timer = headTimer.makeSibling()
+        // One binding for the session, whichever HTTP version the app picks:
+        // the CONNECT's identity holds for every request and every h2 stream.
+        let interception = RequestRouter.Interception(host: host, port: port, policy: policy, identity: identity)
         let inner = HTTPExchangeHandler(
-            services: services, interception: RequestRouter.Interception(host: host, port: port, policy: policy, identity: identity),
+            services: services, interception: interception,
             clientAddress: clientAddress, headTimer: timer, limits: limits)
         let innerOnLoop = NIOLoopBound(inner, eventLoop: context.eventLoop)
         // The CONNECT host names the leaf; a different SNI is only logged.
@@ -39,7 +42,6 @@ enum SessionInstaller {
         try sync.addHandler(tls, position: .last)
         // HTTP/1.1 layers go in now (an app may offer no ALPN); an `h2`
         // handshake swaps them for HTTP/2's, one exchange handler per stream.
-        let interception = RequestRouter.Interception(host: host, port: port, policy: policy)
         let protocolSwitch = ClientProtocolSwitch(limits: limits, logger: services.logger) {
             HTTPExchangeHandler(services: services, interception: interception, clientAddress: clientAddress,
                                 headTimer: timer.makeSibling(), limits: limits, clientProtocol: .h2)
