@@ -63,9 +63,12 @@ struct SystemdTests {
         defer { proxy.stop() }
         let ready = try #require(socket.receive(timeout: 20), "no datagram: \(proxy.outputText)")
         #expect(ready.split(separator: "\n").contains("READY=1"), "\(ready)")
-        // READY comes once both listeners are up: both have said so in the log by now.
-        let log = proxy.outputText
-        #expect(log.contains("\"proxy listening\"") && log.contains("\"admin API listening\""), "\(log)")
+        // READY comes once both listeners are up: both wrote their line before
+        // it was sent (the lines reach this test's pipe reader a moment later).
+        #expect(pollUntil(timeout: 10) {
+            let log = proxy.outputText
+            return log.contains("\"proxy listening\"") && log.contains("\"admin API listening\"")
+        }, "\(proxy.outputText)")
         proxy.signal(SIGTERM)
         let stopping = try #require(socket.receive(timeout: 20), "no STOPPING datagram: \(proxy.outputText)")
         #expect(stopping.split(separator: "\n").contains("STOPPING=1"), "\(stopping)")
