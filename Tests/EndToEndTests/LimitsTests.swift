@@ -157,8 +157,11 @@ struct LimitsTests {
         try? FileManager.default.removeItem(atPath: output)
     }
 
-    @Test func sigtermDuringAResponseLetsItFinishAndExitsZero() async throws {
-        let dir = try TemporaryDirectory("pinproxy-sigterm")
+    /// A proxy with `shutdown_grace` in front of a slow upstream, and curl
+    /// waiting on a response that takes `milliseconds`, held by the upstream.
+    static func slowResponseInFlight(grace: String, milliseconds: Int, directory name: String) async throws
+        -> (dir: TemporaryDirectory, upstream: TestUpstream, proxy: ProxyHarness, curl: ChildProcess) {
+        let dir = try TemporaryDirectory(name)
         let pki = try TestPKI.make(in: dir, names: ["api.test"])
         let upstream = try await TestUpstream(chainFile: pki.chainFile, keyFile: pki.leafKey)
         let proxy = try ProxyHarness(policies: """
@@ -167,12 +170,18 @@ struct LimitsTests {
                 action: intercept
                 upstream: 127.0.0.1:\(upstream.port)
                 tls: { ca_file: \(pki.rootCertificate) }
-            """, mainConfig: "network:\n  allow: [127.0.0.0/8]\nlimits:\n  shutdown_grace: 10s\n", directory: dir)
+            """, mainConfig: "network:\n  allow: [127.0.0.0/8]\nlimits:\n  shutdown_grace: \(grace)\n", directory: dir)
         let curl = try ChildProcess("/usr/bin/curl", [
-            "-sS", "--proxy", proxy.proxyURL, "--cacert", proxy.caFile, "-w", "\nstatus=%{http_code}", "https://api.test/slow/2000",
+            "-sS", "--proxy", proxy.proxyURL, "--cacert", proxy.caFile, "-w", "\nstatus=%{http_code}", "https://api.test/slow/\(milliseconds)",
         ], directory: dir, name: "curl-slow")
-        // Wait until the upstream holds the request, then ask pinproxy to stop.
-        _ = pollUntil(every: 0.02) { upstream.requests.withLockedValue { $0.contains("GET /slow/2000") } }
+        // Wait until the upstream holds the request; the caller then asks pinproxy to stop.
+        _ = pollUntil(every: 0.02) { upstream.requests.withLockedValue { $0.contains("GET /slow/\(milliseconds)") } }
+        return (dir, upstream, proxy, curl)
+    }
+
+    @Test func sigtermDuringAResponseLetsItFinishAndExitsZero() async throws {
+        let (dir, upstream, proxy, curl) = try await Self.slowResponseInFlight(grace: "10s", milliseconds: 2000, directory: "pinproxy-sigterm")
+        defer { upstream.stop() }
         let admin = try proxy.adminPort
         proxy.process.signal(SIGTERM)
         // During the drain: the listener is closed (a new app is refused at
@@ -192,20 +201,8 @@ struct LimitsTests {
     }
 
     @Test func aResponseSlowerThanTheGraceIsCutOffAndCounted() async throws {
-        let dir = try TemporaryDirectory("pinproxy-grace")
-        let pki = try TestPKI.make(in: dir, names: ["api.test"])
-        let upstream = try await TestUpstream(chainFile: pki.chainFile, keyFile: pki.leafKey)
-        let proxy = try ProxyHarness(policies: """
-            hosts:
-              - match: api.test
-                action: intercept
-                upstream: 127.0.0.1:\(upstream.port)
-                tls: { ca_file: \(pki.rootCertificate) }
-            """, mainConfig: "network:\n  allow: [127.0.0.0/8]\nlimits:\n  shutdown_grace: 1s\n", directory: dir)
-        let curl = try ChildProcess("/usr/bin/curl", [
-            "-sS", "--proxy", proxy.proxyURL, "--cacert", proxy.caFile, "-w", "\nstatus=%{http_code}", "https://api.test/slow/8000",
-        ], directory: dir, name: "curl-too-slow")
-        _ = pollUntil(every: 0.02) { upstream.requests.withLockedValue { $0.contains("GET /slow/8000") } }
+        let (_, upstream, proxy, curl) = try await Self.slowResponseInFlight(grace: "1s", milliseconds: 8000, directory: "pinproxy-grace")
+        defer { upstream.stop() }
         proxy.process.signal(SIGTERM)
         let curlStatus = curl.waitForExit(timeout: 20)
         let proxyStatus = proxy.process.waitForExit(timeout: 20)
