@@ -48,9 +48,18 @@ final class UpstreamPool: @unchecked Sendable {
 
     func acquire(_ key: Key, limit: Int, queueTimeout: TimeAmount, mayMultiplex: Bool = false, on loop: any EventLoop) -> EventLoopFuture<Lease> {
         let now = NIODeadline.now()
-        let (acquisition, stale) = state.withLockedValue { state in
-            state.machine.acquire(key, limit: limit, loop: ObjectIdentifier(loop), now: now, maxIdle: maxIdleTime,
-                                  mayMultiplex: mayMultiplex, isAlive: { $0.isActive })
+        // A waiter's promise is filed under the same lock that puts it in line:
+        // a slot freed on another event loop's thread may be handed to it the
+        // moment the lock is let go, and a hand-over finding no promise is lost
+        // (the request would wait for ever, its queue timer finding no waiter).
+        let (acquisition, stale, waiter) = state.withLockedValue { state -> (Machine.Acquisition, [UpstreamConnection], EventLoopPromise<Lease>?) in
+            let (acquisition, stale) = state.machine.acquire(
+                key, limit: limit, loop: ObjectIdentifier(loop), now: now, maxIdle: maxIdleTime,
+                mayMultiplex: mayMultiplex, isAlive: { $0.isActive })
+            guard case .wait(let id) = acquisition else { return (acquisition, stale, nil) }
+            let promise = loop.makePromise(of: Lease.self)
+            state.waiting[id] = Waiting(promise: promise, timeout: nil)
+            return (acquisition, stale, promise)
         }
         stale.forEach { $0.close() }
         switch acquisition {
@@ -61,7 +70,7 @@ final class UpstreamPool: @unchecked Sendable {
         case .dial:
             return loop.makeSucceededFuture(.permit)
         case .wait(let id):
-            let promise = loop.makePromise(of: Lease.self)
+            let promise = waiter!
             let timeout = loop.scheduleTask(in: queueTimeout) { [weak self] in
                 guard let self else { return }
                 let expired = self.state.withLockedValue { state -> Bool in
@@ -74,7 +83,12 @@ final class UpstreamPool: @unchecked Sendable {
                                             detail: "all upstream connections to \(key.host):\(key.port) stayed busy for \(queueTimeout.seconds) s (max_upstream_connections reached)"))
                 }
             }
-            state.withLockedValue { $0.waiting[id] = Waiting(promise: promise, timeout: timeout) }
+            let stillWaiting = state.withLockedValue { state -> Bool in
+                guard state.waiting[id] != nil else { return false }
+                state.waiting[id]!.timeout = timeout
+                return true
+            }
+            if !stillWaiting { timeout.cancel() }  // served meanwhile
             return promise.futureResult
         }
     }
@@ -149,7 +163,13 @@ final class UpstreamPool: @unchecked Sendable {
     }
 
     private static func grant(_ handOver: (Waiting?, UpstreamPoolStateMachine<UpstreamConnection>.Grant)?) {
-        guard let (waiting, grant) = handOver, let waiting else { return }
+        guard let (waiting, grant) = handOver else { return }
+        guard let waiting else {
+            // Every waiter in the machine has its promise filed: a hand-over to
+            // none would lose the slot and leave a request waiting for ever.
+            assertionFailure("an upstream slot was handed to a waiter with no promise")
+            return
+        }
         waiting.timeout?.cancel()
         switch grant {
         case .connection(let connection): waiting.promise.succeed(.connection(connection))
