@@ -188,7 +188,6 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         decryptAvailable(context: context)
         if firedPlaintext {
             firedPlaintext = false
-            readPending = false
             context.fireChannelReadComplete()
         }
     }
@@ -213,8 +212,10 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     public func channelReadComplete(context: ChannelHandlerContext) {
         if firedPlaintext {
+            // Not clearing `readPending` here: a read() the app asked for while
+            // handling this burst's plaintext is a request for more, and must
+            // survive a next burst that brings only part of a record.
             firedPlaintext = false
-            readPending = false
             context.fireChannelReadComplete()
         } else if readPending {
             // Ciphertext came but no whole record: the app's read() is still owed.
@@ -238,6 +239,7 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
             switch connection.read(allocator: context.channel.allocator) {
             case .complete(.plaintext(let plaintext)):
                 firedPlaintext = true
+                readPending = false  // answered; the app may ask again while it reads this
                 context.fireChannelRead(wrapInboundOut(plaintext))
             case .complete(.closeNotify):
                 receivedCloseNotify(context: context)
