@@ -150,10 +150,14 @@ public final class TokenSession: Sendable {
     }
 
     private func armTimeout(for id: Int, after timeout: Duration) {
-        let timer = Task { [weak self] in
+        // The timer holds the session strongly: it lives at most `timeout` and is
+        // cancelled when its waiter is answered. (A weak capture would give the
+        // session a side table whose only pointer hides in its refcount bits,
+        // which LeakSanitizer reports as a leak at exit.)
+        let timer = Task {
             try? await Task.sleep(for: timeout)
             guard !Task.isCancelled else { return }
-            self?.finishWaiter(id, with: .failure(TokenError.timedOut))
+            self.finishWaiter(id, with: .failure(TokenError.timedOut))
         }
         let stillWaiting = state.withLockedValue { state -> Bool in
             guard state.waiters[id] != nil else { return false }
