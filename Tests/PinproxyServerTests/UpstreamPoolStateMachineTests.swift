@@ -80,8 +80,8 @@ struct UpstreamPoolStateMachineTests {
         var machine = Machine()
         _ = acquire(&machine, loop: loopA, at: t0)
         #expect(acquire(&machine, loop: loopB, at: t0) == "wait#1")
-        let handOver = machine.dialFailed(key)
-        #expect(handOver?.waiter.id == 1)
+        let handOvers = machine.dialFailed(key)
+        #expect(grants(handOvers) == ["#1 permit"])
         #expect(machine.entries[key]?.open == 1)
         let conn = Conn()
         machine.dialled(key, connection: conn, loop: loopB)
@@ -97,8 +97,8 @@ struct UpstreamPoolStateMachineTests {
         let second = machine.waiterExpired(key, id: 1)
         #expect(first)
         #expect(!second)
-        let handOver = machine.dialFailed(key)
-        #expect(handOver == nil, "no one waits any more")
+        let handOvers = machine.dialFailed(key)
+        #expect(handOvers.isEmpty, "no one waits any more")
         #expect(machine.entries[key] == nil, "an empty key is forgotten")
     }
 
@@ -232,5 +232,32 @@ struct UpstreamPoolStateMachineTests {
         let (late, close) = machine.streamEnded(key, connection: conn, now: t0)
         #expect(late.isEmpty && close == nil)
         #expect(machine.entries[key]?.open == 1)
+    }
+    @Test func aFailedFirstDialThatMayBeHTTP2LetsItsWaitersDialUpToTheLimit() {
+        var machine = Machine()
+        #expect(acquire(&machine, loop: loopA, at: t0, limit: 3, mayMultiplex: true) == "dial")
+        for id in 1...4 {
+            #expect(acquire(&machine, loop: loopA, at: t0, limit: 3, mayMultiplex: true) == "wait#\(id)")
+        }
+        // Not one at a time behind each failure: three slots, three dials.
+        #expect(grants(machine.dialFailed(key)) == ["#1 permit", "#2 permit", "#3 permit"])
+        #expect(machine.entries[key]?.open == 3)
+        #expect(machine.entries[key]?.waiters.map(\.id) == [4])
+    }
+
+    @Test func waitersLeftOnAFullHTTP2ConnectionDialASecondOneOneAtATime() {
+        var machine = Machine()
+        let first = Conn(), second = Conn()
+        #expect(acquire(&machine, loop: loopA, at: t0, limit: 4, mayMultiplex: true) == "dial")
+        for id in 1...4 {
+            #expect(acquire(&machine, loop: loopA, at: t0, limit: 4, mayMultiplex: true) == "wait#\(id)")
+        }
+        // Two streams a connection: one waiter rides on it, one dials a second.
+        #expect(grants(machine.dialled(key, connection: first, loop: loopA, streams: 2)) == ["#1 stream", "#2 permit"])
+        // A stream ends before that dial is done: its room goes to a waiter, no second dial.
+        #expect(grants(machine.streamEnded(key, connection: first, now: t0).handOvers) == ["#3 stream"])
+        #expect(grants(machine.dialled(key, connection: second, loop: loopA, streams: 2)) == ["#4 stream"])
+        #expect(machine.entries[key]?.open == 2)
+        #expect(machine.entries[key]?.waiters.isEmpty == true)
     }
 }

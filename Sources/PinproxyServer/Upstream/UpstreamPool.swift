@@ -115,12 +115,13 @@ final class UpstreamPool: @unchecked Sendable {
         handOvers.forEach { Self.grant($0) }
     }
 
-    /// A permit's dial failed: its slot goes to the next waiter, or back.
+    /// A permit's dial failed: its slot goes to the next waiter (and waiters
+    /// held back for its streams get slots to dial), or back.
     func permitReturned(_ key: Key) {
-        let handOver = state.withLockedValue { state in
+        let handOvers = state.withLockedValue { state in
             state.machine.dialFailed(key).map { (state.waiting.removeValue(forKey: $0.waiter.id), $0.grant) }
         }
-        Self.grant(handOver)
+        handOvers.forEach { Self.grant($0) }
     }
 
     /// A request is done with `connection`; kept if it can serve another.

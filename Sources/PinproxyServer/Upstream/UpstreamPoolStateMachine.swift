@@ -191,9 +191,17 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
             entry.members[index].state = .streaming(entry.members[index].streams + 1)
             handOvers.append((entry.waiters.remove(at: waiting), .stream(connection)))
         }
-        if entry.open < entry.limit, let waiting = entry.waiters.firstIndex(where: { $0.loop != loop }) {
-            entry.starting += 1
-            handOvers.append((entry.waiters.remove(at: waiting), .permit))
+        if entry.open < entry.limit {
+            // The first waiter on another loop dials there (its loop's waiters
+            // then ride on that connection). Waiters left on this loop find it
+            // full: one of them dials a second connection, one dial at a time,
+            // rather than all waiting for a stream to end while the limit allows more.
+            let otherLoop = entry.waiters.firstIndex(where: { $0.loop != loop })
+            let thisLoop = entry.starting == 0 ? entry.waiters.indices.first : nil
+            if let waiting = otherLoop ?? thisLoop {
+                entry.starting += 1
+                handOvers.append((entry.waiters.remove(at: waiting), .permit))
+            }
         }
         entries[key] = entry
         return handOvers
@@ -252,10 +260,16 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
         return (grantStreams(key, connection: connection), nil)
     }
 
-    /// A dial failed: its slot goes to the next waiter, or is freed.
-    mutating func dialFailed(_ key: Key) -> (waiter: Waiter, grant: Grant)? {
+    /// A dial failed: its slot goes to the next waiter, or is freed. Requests
+    /// that waited behind it for the streams it might have carried get slots
+    /// of their own too, up to the limit, as after a dial that turned out
+    /// HTTP/1.1: passed on one failed dial at a time, the tail of a burst to a
+    /// host that is down would wait out `queue_timeout` instead of getting
+    /// its own dial's error.
+    mutating func dialFailed(_ key: Key) -> [HandOver] {
         entries[key, default: Entry()].starting -= 1
-        return passSlot(key)
+        guard let first = passSlot(key) else { return [] }
+        return [first] + grantPermits(key)
     }
 
     /// A request is done with `connection`: kept for the next request if it
