@@ -52,7 +52,7 @@ struct ClientsConfigReader {
             return parse(text, name: name, key: "password_hash", at: m.valueLocation("password_hash"), from: from, bag: bag, identityAt: location)
         case (false, true):
             guard let path = m.path("password_hash_file") else { return nil }
-            guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
+            guard let data = FileBytes.read(path), let text = String(data: data, encoding: .utf8) else {
                 bag.error(m.valueLocation("password_hash_file"), "identity `\(name)`: cannot read `password_hash_file` \(path)")
                 return nil
             }

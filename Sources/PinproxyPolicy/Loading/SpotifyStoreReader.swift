@@ -74,7 +74,7 @@ struct SpotifyStoreReader {
 
     /// The key file: base64 of 32 bytes, trailing white space ignored (as every secret file).
     static func readKey(_ path: String) -> Result<Secret, Problem> {
-        guard let data = FileManager.default.contents(atPath: path) else {
+        guard let data = FileBytes.read(path) else {
             return .failure(Problem(message: FileManager.default.fileExists(atPath: path)
                 ? "cannot read \(path)" : "\(path) does not exist (create it with `openssl rand -base64 32 > \(path)`)"))
         }

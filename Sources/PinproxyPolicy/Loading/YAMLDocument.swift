@@ -12,7 +12,7 @@ struct YAMLDocument {
     /// Reads and composes `file`; a read failure or syntax error becomes a
     /// diagnostic at its location and the result is nil.
     static func load(file: String, into bag: DiagnosticBag) -> YAMLDocument? {
-        guard let data = FileManager.default.contents(atPath: file) else {
+        guard let data = FileBytes.read(file) else {
             bag.error(.file(file), "cannot read \(file): \(FileManager.default.fileExists(atPath: file) ? "permission denied" : "no such file")")
             return nil
         }
