@@ -74,7 +74,7 @@ public final class ChildProcess: @unchecked Sendable {
     }
 
     public var outputText: String {
-        (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+        TextFile.read(outputPath)
     }
 
     /// Non-blocking: has the child exited (and been reaped)?
@@ -174,8 +174,8 @@ public final class ChildProcess: @unchecked Sendable {
             child.stop()
             throw TestSupportError("\(executable) \(arguments.joined(separator: " ")) did not finish within \(Int(timeout)) s")
         }
-        let stdout = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
-        let stderr = err.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) } ?? ""
+        let stdout = TextFile.read(out)
+        let stderr = err.map(TextFile.read) ?? ""
         return (status, stdout, stderr)
     }
 

@@ -101,7 +101,7 @@ public enum Curl {
         let (exitCode, stdout, stderr) = try ChildProcess.runSeparately("/usr/bin/curl", arguments)
         let outData = Data(stdout.utf8)
         let codes = String(decoding: outData, as: UTF8.self).split(separator: " ").map { Int($0) ?? 0 }
-        let headerText = (try? String(contentsOfFile: headerFile, encoding: .utf8)) ?? ""
+        let headerText = TextFile.read(headerFile)
         var headers: [String: String] = [:]
         // The last response's headers (after a CONNECT 200 come the real ones).
         for block in headerText.components(separatedBy: "\r\n\r\n") where block.hasPrefix("HTTP/") {
@@ -113,7 +113,7 @@ public enum Curl {
         }
         return CurlResult(
             exitCode: exitCode, status: codes.first ?? 0, connectStatus: codes.count > 1 ? codes[1] : 0,
-            headers: headers, body: output == nil ? ((try? String(contentsOfFile: bodyFile, encoding: .utf8)) ?? "") : "",
+            headers: headers, body: output == nil ? TextFile.read(bodyFile) : "",
             stderr: stderr)
     }
 }

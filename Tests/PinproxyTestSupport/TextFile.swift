@@ -1,0 +1,16 @@
+import Foundation
+
+/// A file's text, "" when it is empty, missing or not UTF-8.
+///
+/// Test helpers read child processes' output files many times a second, and
+/// most of them are empty (curl's stderr, a quiet server): on Linux,
+/// `String(contentsOfFile:)` keeps a 4 KiB buffer for every empty file it
+/// reads (Foundation's zero-size path), which LeakSanitizer reports in
+/// the thousands. An empty file is answered without reading it.
+public enum TextFile {
+    public static func read(_ path: String) -> String {
+        var info = stat()
+        guard stat(path, &info) == 0, info.st_size > 0 else { return "" }
+        return (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+    }
+}
