@@ -138,7 +138,7 @@ struct AccountsFaultTests {
         #expect(try stack.get().status == 200)
         #expect(pollUntil(timeout: 15) {
             guard let issued = stack.accounts.counters.lastIssuedRefreshToken else { return false }
-            return (try? String(contentsOfFile: stack.tokenFile, encoding: .utf8))?.contains(issued) == true
+            return TextFile.read(stack.tokenFile).contains(issued)
         })
         let before = try String(contentsOfFile: stack.tokenFile, encoding: .utf8)
         if disk == "full" { try #require(stack.mount).fill() } else { try #require(stack.mount).makeReadOnly() }

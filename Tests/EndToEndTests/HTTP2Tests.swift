@@ -15,7 +15,7 @@ struct HTTP2Tests {
         let proxy: ProxyHarness
 
         var nginxLog: [String] {
-            ((try? String(contentsOfFile: dir.file("nginx/access.log"), encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+            TextFile.read(dir.file("nginx/access.log")).split(separator: "\n").map(String.init)
         }
 
         init() async throws {

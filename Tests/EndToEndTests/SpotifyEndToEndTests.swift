@@ -199,7 +199,7 @@ struct SpotifyEndToEndTests {
         let rotating = try await Stack(flow: "refresh_token") { $0.update { $0.rotateRefreshTokens = true } }
         #expect(try rotating.get().status == 200)
         let issued = try #require(rotating.accounts.counters.lastIssuedRefreshToken)
-        #expect(pollUntil { (try? String(contentsOfFile: rotating.refreshTokenFile, encoding: .utf8)) == issued + "\n" })
+        #expect(pollUntil { TextFile.read(rotating.refreshTokenFile) == issued + "\n" })
         var info = stat()
         stat(rotating.refreshTokenFile, &info)
         #expect(info.st_mode & 0o777 == 0o600)

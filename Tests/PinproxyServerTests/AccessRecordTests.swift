@@ -63,7 +63,7 @@ struct AccessRecordTests {
 
         func lines() -> [String] {
             writer.flush()
-            let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+            let text = TextFile.read(path)
             return text.split(separator: "\n").map(String.init)
         }
 

@@ -121,6 +121,13 @@ struct ConnectHandlerTests {
         func send(_ text: String) {
             channel.writeAndFlush(ByteBuffer(string: text), promise: nil)
         }
+
+        /// Closes the app's side (if still open) and runs its loop: until then
+        /// the channel, its pipeline and its TLS handler hold one another and
+        /// outlive the test.
+        func finish() {
+            _ = try? channel.finish(acceptAlreadyClosed: true)
+        }
     }
 
     /// Reads the proxy's plaintext answer to the CONNECT (before any TLS byte).
@@ -160,6 +167,7 @@ struct ConnectHandlerTests {
     @Test func aTLSHelloSentWithTheConnectHeadIsNotLost() throws {
         let proxy = try EmbeddedProxy()
         let app = try App(trusting: proxy.services.ca, serverName: "intercept.test")
+        defer { app.finish() }
         var bytes = ByteBuffer(string: "CONNECT intercept.test:443 HTTP/1.1\r\nHost: intercept.test:443\r\n\r\n")
         var hello = try app.connect()
         #expect(hello.readableBytes > 0)
@@ -188,6 +196,7 @@ struct ConnectHandlerTests {
     /// the session stays open for the next request.
     @Test func aRequestForAnotherHostInsideTheSessionGets421() throws {
         let (proxy, app) = try Self.interceptedSession()
+        defer { app.finish() }
         app.send("GET /me HTTP/1.1\r\nHost: elsewhere.test\r\n\r\nGET /me HTTP/1.1\r\nHost: intercept.test:8443\r\n\r\n")
         try app.interact(with: proxy)
 
@@ -208,6 +217,7 @@ struct ConnectHandlerTests {
     /// closes; like every refusal it carries its JSON body (contract §4).
     @Test func aConnectInsideTheSessionGets400WithItsBody() throws {
         let (proxy, app) = try Self.interceptedSession()
+        defer { app.finish() }
         app.send("CONNECT other.test:443 HTTP/1.1\r\nHost: intercept.test\r\n\r\n")
         try app.interact(with: proxy)
 

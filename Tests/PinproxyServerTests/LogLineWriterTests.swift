@@ -41,7 +41,7 @@ struct LogLineWriterTests {
 
         /// The file's lines (without their newlines); fails if the file does not end in one.
         func lines() throws -> [Substring] {
-            let text = try String(contentsOfFile: path, encoding: .utf8)
+            let text = try TextFile.readChecked(path)
             guard text.isEmpty || text.hasSuffix("\n") else {
                 throw TestSupportError("the file ends in a partial line: \(text.suffix(80).debugDescription)")
             }
@@ -249,7 +249,7 @@ struct LogLineWriterTests {
         }
         // Each writer's thread still writes its line: the writers live on.
         #expect(pollUntil(timeout: 10) {
-            ((try? String(contentsOfFile: dir.file("log"), encoding: .utf8)) ?? "").split(separator: "\n").count == 50
+            TextFile.read(dir.file("log")).split(separator: "\n").count == 50
         })
     }
 }

@@ -12,6 +12,9 @@ struct ParentConnectHandlerTests {
     static func run(parent: UpstreamProxy = UpstreamProxy(host: "parent", port: 3128, credentials: nil),
                     answer: [String]) throws -> (written: String, result: Result<Void, any Error>?) {
         let channel = EmbeddedChannel()
+        // Closed (if still open) and run on the way out, so the pipeline lets
+        // go of the handler and the channel instead of holding them past the test.
+        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
         let promise = channel.eventLoop.makePromise(of: Void.self)
         var result: Result<Void, any Error>?
         promise.futureResult.whenComplete { result = $0 }

@@ -30,6 +30,14 @@ struct HandlerPairTests {
                 server.embeddedEventLoop.run()
             }
         }
+
+        /// Closes both sides (if a test left them open) and runs their loops:
+        /// until then each channel, its pipeline and its handlers hold one
+        /// another and outlive the test.
+        func finish() {
+            _ = try? client.finish(acceptAlreadyClosed: true)
+            _ = try? server.finish(acceptAlreadyClosed: true)
+        }
     }
 
     static func makePair() throws -> (Pair, TemporaryDirectory) {
@@ -72,7 +80,9 @@ struct HandlerPairTests {
         let address = try SocketAddress(ipAddress: "127.0.0.1", port: 443)
         _ = server.connect(to: address)
         _ = client.connect(to: address)
-        try Pair(client: client, server: server, clientSaw: clientSaw, serverSaw: serverSaw).interact()
+        let pair = Pair(client: client, server: server, clientSaw: clientSaw, serverSaw: serverSaw)
+        defer { pair.finish() }
+        try pair.interact()
 
         #expect(serverSaw.text == "early bytes")
         #expect(try first.futureResult.map { true }.wait())
@@ -82,6 +92,7 @@ struct HandlerPairTests {
 
     @Test func closeNotifyIsAnsweredAndBothSidesCloseCleanly() throws {
         let (pair, _) = try Self.makePair()
+        defer { pair.finish() }
         pair.client.writeAndFlush(ByteBuffer(string: "ping"), promise: nil)
         try pair.interact()
         pair.server.writeAndFlush(ByteBuffer(string: "pong"), promise: nil)
@@ -100,15 +111,23 @@ struct HandlerPairTests {
 
     @Test func anEOFWithoutCloseNotifyIsReportedAsUnclean() throws {
         let (pair, _) = try Self.makePair()
+        defer { pair.finish() }
         pair.client.writeAndFlush(ByteBuffer(string: "partial"), promise: nil)
         try pair.interact()
         // The transport goes away with no close_notify (a cut cable, a killed peer).
         pair.server.pipeline.fireChannelInactive()
         #expect(pair.serverSaw.errors.contains { ($0 as? TLSError) == .uncleanShutdown })
+        // The handler took that event for the channel's end and refuses to
+        // close it again, so the channel could never finish: remove it first.
+        try pair.server.pipeline.syncOperations.removeHandler(
+            try pair.server.pipeline.syncOperations.handler(type: TLSHandler.self)).wait()
     }
 
     @Test func garbageInsteadOfTLSFailsTheHandshake() throws {
         let server = EmbeddedChannel()
+        // The handler's failure closes the channel, but only a run of its
+        // loop lets the pipeline drop its handlers and the channel.
+        defer { _ = try? server.finish(acceptAlreadyClosed: true) }
         let dir = try TemporaryDirectory()
         let pki = try TestPKI.make(in: dir)
         let saw = Observations(eventLoop: server.eventLoop)

@@ -38,6 +38,11 @@ struct ReadDemandTests {
         let pki = try TestPKI.make(in: dir)
         let client = EmbeddedChannel()
         let server = EmbeddedChannel()
+        defer {
+            // Closed and run, so each pipeline lets go of its handlers and its channel.
+            _ = try? client.finish(acceptAlreadyClosed: true)
+            _ = try? server.finish(acceptAlreadyClosed: true)
+        }
         let counter = ReadCounter()
         let app = ReadAgainWhileReading()
         try client.pipeline.syncOperations.addHandler(TLSHandler(

@@ -88,6 +88,7 @@ struct TLSRecordGatheringTests {
 
     @Test func smallWritesOfOneFlushShareOneRecord() throws {
         let (pair, _) = try HandlerPairTests.makePair()
+        defer { pair.finish() }
         let sizes = [100, 200, 300]
         let (records, promises) = try Self.writeAndFlush(sizes, from: pair.client, to: pair.server)
         #expect(records.count == 1, "\(records)")
@@ -100,6 +101,7 @@ struct TLSRecordGatheringTests {
 
     @Test func theServerSideGathersToo() throws {
         let (pair, _) = try HandlerPairTests.makePair()
+        defer { pair.finish() }
         // A first exchange, so whatever the server sends once (session tickets) is behind us.
         pair.client.writeAndFlush(ByteBuffer(string: "hello"), promise: nil)
         try pair.interact()
@@ -116,6 +118,7 @@ struct TLSRecordGatheringTests {
 
     @Test func aRecordSizedWriteGoesAloneAndTheSmallOneAfterItGetsItsOwnRecord() throws {
         let (pair, _) = try HandlerPairTests.makePair()
+        defer { pair.finish() }
         let (records, promises) = try Self.writeAndFlush([40_000, 10], from: pair.client, to: pair.server)
         // 40,000 bytes alone: 16,384 + 16,384 + 7,232; then the 10 bytes.
         #expect(records.count == 4, "\(records)")
@@ -127,6 +130,7 @@ struct TLSRecordGatheringTests {
 
     @Test func smallWritesBeforeABigOneGoOutFirstInTheirOwnRecord() throws {
         let (pair, _) = try HandlerPairTests.makePair()
+        defer { pair.finish() }
         let (records, _) = try Self.writeAndFlush([10, 20, Self.recordPayload, 5], from: pair.client, to: pair.server)
         // [10+20], [16,384 exactly: a record's size goes alone], [5]
         #expect(Self.carry(records, exactly: [30, 16_384, 5]), "\(records)")
@@ -135,6 +139,7 @@ struct TLSRecordGatheringTests {
 
     @Test func aGatheredRecordNeverExceedsTheRecordPayload() throws {
         let (pair, _) = try HandlerPairTests.makePair()
+        defer { pair.finish() }
         // 2,000-byte writes: eight fill 16,000 bytes; a ninth would pass 16,384, so it starts the next record.
         let sizes = [Int](repeating: 2_000, count: 10) + [16_383, 1, 1]
         let (records, _) = try Self.writeAndFlush(sizes, from: pair.client, to: pair.server)
@@ -147,6 +152,7 @@ struct TLSRecordGatheringTests {
 
     @Test func aWriteLargerThanTheGatherLimitIsNotCopiedIntoItsNeighbours() throws {
         let (pair, _) = try HandlerPairTests.makePair()
+        defer { pair.finish() }
         let (records, _) = try Self.writeAndFlush([100, 2_049, 100], from: pair.client, to: pair.server)
         #expect(Self.carry(records, exactly: [100, 2_049, 100]), "\(records)")
         #expect(pair.serverSaw.bytes == TestPattern.slice(at: 0, count: 2_249))
@@ -154,6 +160,7 @@ struct TLSRecordGatheringTests {
 
     @Test func separateFlushesAreSeparateRecords() throws {
         let (pair, _) = try HandlerPairTests.makePair()
+        defer { pair.finish() }
         let first = try Self.writeAndFlush([100], from: pair.client, to: pair.server)
         #expect(first.records.count == 1)
         // The next flush: a fresh record, not held back to gather with later writes.
@@ -167,6 +174,7 @@ struct TLSRecordGatheringTests {
 
     @Test func manyTinyWritesOfOneFlushAreOneRecord() throws {
         let (pair, _) = try HandlerPairTests.makePair()
+        defer { pair.finish() }
         let sizes = [Int](repeating: 1, count: 500)
         let (records, promises) = try Self.writeAndFlush(sizes, from: pair.client, to: pair.server)
         #expect(Self.carry(records, exactly: [500]), "\(records.count) records, e.g. \(records.prefix(3))")

@@ -13,4 +13,13 @@ public enum TextFile {
         guard stat(path, &info) == 0, info.st_size > 0 else { return "" }
         return (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
     }
+
+    /// A file's text, "" when it is empty; like `String(contentsOfFile:)`, it
+    /// throws when the file is missing or not UTF-8, for the checks that must
+    /// fail then. (As with `read`, not for /proc files, which report size 0.)
+    public static func readChecked(_ path: String) throws -> String {
+        var info = stat()
+        if stat(path, &info) == 0, info.st_size == 0 { return "" }
+        return try String(contentsOfFile: path, encoding: .utf8)
+    }
 }
