@@ -64,10 +64,13 @@ final class ClientProtocolSwitch: ChannelInboundHandler, RemovableChannelHandler
 
         // In: HTTP/2. The connection manager closes an idle connection after
         // `idle_timeout` and turns shutdown into GOAWAY (streams in flight finish).
+        // No grace timer of its own: `shutdown_grace` is the server's, which cuts
+        // off what is left, counts it and says so; a second timer of the same
+        // length raced it and could close the connection first, unlogged.
         let manager = NIOHTTP2ServerConnectionManagementHandler(
             eventLoop: context.eventLoop,
             configuration: .init(maxIdleTime: TimeAmount(limits.idleTimeout), maxAge: nil,
-                                 maxGraceTime: TimeAmount(limits.shutdownGrace), keepalive: nil))
+                                 maxGraceTime: nil, keepalive: nil))
         var connection = NIOHTTP2Handler.ConnectionConfiguration()
         connection.initialSettings = [
             HTTP2Setting(parameter: .maxConcurrentStreams, value: Self.maxConcurrentStreams),
