@@ -101,7 +101,7 @@ enum MessageRules {
             for field in rules.set { headers.replaceOrAdd(name: field.name, value: field.value) }
         }
         framing.apply(to: &headers)
-        headers.add(name: "Via", value: head.version.major == 1 && head.version.minor == 0 ? "1.0 pinproxy" : Via.value)
+        headers.add(name: "Via", value: Via.value(receivedIn: head.version))
         return HTTPRequestHead(version: .http1_1, method: head.method, uri: target, headers: headers)
     }
 
@@ -116,7 +116,7 @@ enum MessageRules {
     static func clientHead(from head: HTTPResponseHead, closing: Bool) -> HTTPResponseHead {
         var headers = head.headers
         stripHopByHop(&headers)
-        headers.add(name: "Via", value: Via.value)
+        headers.add(name: "Via", value: Via.value(receivedIn: head.version))
         if closing { headers.replaceOrAdd(name: "Connection", value: "close") }
         return HTTPResponseHead(version: .http1_1, status: head.status, headers: headers)
     }

@@ -91,7 +91,19 @@ enum RefusalBody {
 }
 
 enum Via {
+    /// pinproxy's own answers (refusals, CONNECT), always HTTP/1.1-shaped.
     static let value = "1.1 pinproxy"
+
+    /// For a forwarded message: the protocol pinproxy received it in
+    /// (RFC 9110 §7.6.3), so an upstream sees "2" for an app speaking
+    /// HTTP/2 and an app sees the upstream's version.
+    static func value(receivedIn version: HTTPVersion) -> String {
+        switch (version.major, version.minor) {
+        case (2, _): return "2 pinproxy"
+        case (1, 0): return "1.0 pinproxy"
+        default: return value
+        }
+    }
 }
 
 extension RefusalCode {
