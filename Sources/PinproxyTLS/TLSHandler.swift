@@ -418,7 +418,12 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     if let closePromise { closePromise.futureResult.cascade(to: promise) } else { closePromise = promise }
                 }
             case .closed:
-                promise?.fail(ChannelError.alreadyClosed)
+                // The connection has ended as far as TLS goes; the channel
+                // itself answers the close (a socket already closed fails it
+                // with `alreadyClosed`). Swallowing it here left a channel
+                // that saw a stray `channelInactive` open for ever: the fuzz
+                // harness grew by one pipeline and SSL object per input.
+                context.close(promise: promise)
             }
         }
     }
