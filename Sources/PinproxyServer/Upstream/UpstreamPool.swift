@@ -70,7 +70,7 @@ final class UpstreamPool: @unchecked Sendable {
         case .dial:
             return loop.makeSucceededFuture(.permit)
         case .wait(let id):
-            let promise = waiter!
+            guard let promise = waiter else { preconditionFailure("a place in line without its promise (waiter \(id))") }
             // The timer holds the pool strongly (it lives as long as the server,
             // and the timer is cancelled when the waiter is served): a weak
             // capture's side table is reported by LeakSanitizer at exit.
