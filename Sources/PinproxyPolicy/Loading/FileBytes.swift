@@ -14,6 +14,11 @@ enum FileBytes {
     static func read(_ path: String) -> Data? {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
+        return read(path, statted: info)
+    }
+
+    /// The same, for a caller that has just called `stat` on `path` itself.
+    static func read(_ path: String, statted info: stat) -> Data? {
         if info.st_size == 0, info.st_mode & S_IFMT == S_IFREG {
             // Readable? The same answer `contents(atPath:)` would give.
             let descriptor = open(path, O_RDONLY | O_CLOEXEC)

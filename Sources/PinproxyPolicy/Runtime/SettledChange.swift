@@ -16,7 +16,7 @@ struct WatchedFile: Sendable, Equatable {
     /// Reads `path` now.
     static func read(_ path: String) -> WatchedFile? {
         var info = stat()
-        guard stat(path, &info) == 0, let data = FileBytes.read(path) else { return nil }
+        guard stat(path, &info) == 0, let data = FileBytes.read(path, statted: info) else { return nil }
         return WatchedFile(
             size: Int64(info.st_size),
             modifiedNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
