@@ -117,10 +117,6 @@ struct HandlerPairTests {
         // The transport goes away with no close_notify (a cut cable, a killed peer).
         pair.server.pipeline.fireChannelInactive()
         #expect(pair.serverSaw.errors.contains { ($0 as? TLSError) == .uncleanShutdown })
-        // The handler took that event for the channel's end and refuses to
-        // close it again, so the channel could never finish: remove it first.
-        try pair.server.pipeline.syncOperations.removeHandler(
-            try pair.server.pipeline.syncOperations.handler(type: TLSHandler.self)).wait()
     }
 
     @Test func garbageInsteadOfTLSFailsTheHandshake() throws {

@@ -9,9 +9,7 @@ import Foundation
 /// the thousands. An empty file is answered without reading it.
 public enum TextFile {
     public static func read(_ path: String) -> String {
-        var info = stat()
-        guard stat(path, &info) == 0, info.st_size > 0 else { return "" }
-        return (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        (try? readChecked(path)) ?? ""
     }
 
     /// A file's text, "" when it is empty; like `String(contentsOfFile:)`, it
