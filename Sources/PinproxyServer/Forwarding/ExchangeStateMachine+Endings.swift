@@ -12,45 +12,15 @@ extension ExchangeStateMachine {
         case none
     }
 
-    /// Runs `body` on the current exchange with the state set aside (so its
-    /// buffers are not copied), then puts it back in the same state.
-    mutating func modify(_ body: (inout Exchange, PartSink) -> Action) -> Action {
+    /// Runs `body` on the current exchange, which stays in its state.
+    mutating func modify(_ body: (Exchange, PartSink) -> Action) -> Action {
         switch state {
-        case .acquiring(var exchange):
-            state = .modifying
-            let action = body(&exchange, .holding)
-            state = .acquiring(exchange)
-            return action
-        case .authorizing(var exchange, let upstream):
-            state = .modifying
-            let action = body(&exchange, .holding)
-            state = .authorizing(exchange, upstream)
-            return action
-        case .forwarding(var exchange, let upstream):
-            state = .modifying
-            let action = body(&exchange, .sending(upstream))
-            state = .forwarding(exchange, upstream)
-            return action
-        case .discardingRefusal(var exchange, let upstream):
-            state = .modifying
-            let action = body(&exchange, .none)
-            state = .discardingRefusal(exchange, upstream)
-            return action
-        case .responded(var exchange):
-            state = .modifying
-            let action = body(&exchange, .none)
-            state = .responded(exchange)
-            return action
-        case .refused(var exchange):
-            state = .modifying
-            let action = body(&exchange, .none)
-            state = .refused(exchange)
-            return action
-        case .switching(var exchange, let upstream):
-            state = .modifying
-            let action = body(&exchange, .none)
-            state = .switching(exchange, upstream)
-            return action
+        case .acquiring(let exchange), .authorizing(let exchange, _):
+            return body(exchange, .holding)
+        case .forwarding(let exchange, let upstream):
+            return body(exchange, .sending(upstream))
+        case .discardingRefusal(let exchange, _), .responded(let exchange), .refused(let exchange), .switching(let exchange, _):
+            return body(exchange, .none)
         case .idle, .closed, .handedOver, .spliced:
             return .none
         case .modifying:
@@ -77,7 +47,6 @@ extension ExchangeStateMachine {
     /// Sends the refusal; the exchange ends now unless the request body is
     /// still arriving on a connection that stays open.
     mutating func refuse(_ exchange: Exchange, _ refusal: ProxyError, release upstream: Upstream?, reusable: Bool = false) -> Action {
-        var exchange = exchange
         exchange.responseDeadline = nil
         exchange.error = refusal
         exchange.status = Int(refusal.status.code)
@@ -108,7 +77,6 @@ extension ExchangeStateMachine {
     /// The response was under way when something failed: the app's
     /// connection is cut so the response cannot look complete.
     mutating func abort(_ exchange: Exchange, failure: String, release upstream: Upstream?) -> Action {
-        var exchange = exchange
         exchange.failure = failure
         exchange.closeAfter = true
         exchange.responseDeadline = nil

@@ -9,7 +9,6 @@ import NIOHTTP1
 extension ExchangeStateMachine {
     /// Called from `responseHead` with the state set aside (`.modifying`).
     mutating func switchingProtocols(_ head: HTTPResponseHead, _ exchange: Exchange, _ upstream: Upstream) -> Action {
-        var exchange = exchange
         let host = exchange.host
         let detail: String
         if exchange.route?.webSocket != true {

@@ -21,7 +21,7 @@ extension ExchangeStateMachine {
     /// The pool or a dial gave a connection for the exchange being acquired.
     mutating func upstreamAcquired(_ upstream: Upstream, reused: Bool, pinVerdict: PinVerdict?, address: String,
                                    authorization: Authorization, now: NIODeadline) -> Action {
-        guard case .acquiring(var exchange) = state, var route = exchange.route else {
+        guard case .acquiring(let exchange) = state, exchange.route != nil else {
             return .giveBack(upstream)  // the app left, or the exchange was refused meanwhile
         }
         state = .modifying
@@ -32,21 +32,19 @@ extension ExchangeStateMachine {
         case .untouched:
             break
         case .withheld(let remove):
-            if remove { route.upstreamHead.headers.remove(name: "Authorization") }
+            if remove { exchange.route!.upstreamHead.headers.remove(name: "Authorization") }
         case .attach(let session):
             // Never a mix of the app's credentials and pinproxy's.
-            route.upstreamHead.headers.remove(name: "Authorization")
-            exchange.route = route
+            exchange.route!.upstreamHead.headers.remove(name: "Authorization")
             exchange.token = (session, -1)
             state = .authorizing(exchange, upstream)
             return .fetchToken(session: session, holding: upstream)
         }
-        exchange.route = route
         return send(exchange, on: upstream, now: now)
     }
 
     mutating func upstreamFailed(_ error: any Error) -> Action {
-        guard case .acquiring(var exchange) = state else { return .none }
+        guard case .acquiring(let exchange) = state else { return .none }
         state = .modifying
         let refusal = UpstreamConnector.refusal(for: error, host: exchange.host)
         // The access line names the verdict of a refused pin check too.
@@ -55,11 +53,10 @@ extension ExchangeStateMachine {
     }
 
     mutating func tokenReady(_ token: String, generation: Int, for upstream: Upstream, now: NIODeadline) -> Action {
-        guard case .authorizing(var exchange, let held) = state, held === upstream, var route = exchange.route,
+        guard case .authorizing(let exchange, let held) = state, held === upstream, exchange.route != nil,
               let session = exchange.token?.session else { return .none }
         state = .modifying
-        route.upstreamHead.headers.replaceOrAdd(name: "Authorization", value: "Bearer \(token)")
-        exchange.route = route
+        exchange.route!.upstreamHead.headers.replaceOrAdd(name: "Authorization", value: "Bearer \(token)")
         exchange.token = (session, generation)
         return send(exchange, on: upstream, now: now)
     }
@@ -74,7 +71,6 @@ extension ExchangeStateMachine {
 
     /// Head and pending parts go up together: the head always first.
     private mutating func send(_ exchange: Exchange, on upstream: Upstream, now: NIODeadline) -> Action {
-        var exchange = exchange
         let pending = exchange.pending
         exchange.pending = []
         if exchange.requestEnded { exchange.responseDeadline = now + exchange.responseTimeout }
@@ -88,7 +84,7 @@ extension ExchangeStateMachine {
 
     mutating func responseHead(_ head: HTTPResponseHead, now: NIODeadline) -> Action {
         if case .authorizing = state { return unaskedAnswer() }
-        guard case .forwarding(var exchange, let upstream) = state else { return .none }
+        guard case .forwarding(let exchange, let upstream) = state else { return .none }
         state = .modifying
         if head.status == .switchingProtocols {
             return switchingProtocols(head, exchange, upstream)
@@ -119,7 +115,7 @@ extension ExchangeStateMachine {
         switch state {
         case .authorizing:
             return unaskedAnswer()
-        case .forwarding(var exchange, let upstream):
+        case .forwarding(let exchange, let upstream):
             state = .modifying
             exchange.bytesDown += body.readableBytes
             exchange.responseDeadline = now + exchange.responseTimeout
@@ -137,7 +133,7 @@ extension ExchangeStateMachine {
         case .switching(let exchange, let upstream):
             state = .spliced
             return .splice(upstream, finished: exchange)
-        case .discardingRefusal(var exchange, let upstream):
+        case .discardingRefusal(let exchange, let upstream):
             state = .modifying
             exchange.pending = exchange.replayParts
             exchange.token = nil
@@ -145,7 +141,7 @@ extension ExchangeStateMachine {
             exchange.upstreamReusable = true
             state = .acquiring(exchange)
             return .releaseAndAcquire(upstream, reusable: reusable, plan: exchange.route!.plan)
-        case .forwarding(var exchange, let upstream):
+        case .forwarding(let exchange, let upstream):
             state = .modifying
             exchange.responseDeadline = nil
             // An upstream that answered before the request was all sent (413, 401…):
@@ -180,7 +176,7 @@ extension ExchangeStateMachine {
     /// The upstream connection failed or closed while the exchange held it.
     mutating func upstreamClosed(_ error: (any Error)?) -> Action {
         switch state {
-        case .authorizing(var exchange, let upstream):
+        case .authorizing(let exchange, let upstream):
             // Lost while the token was fetched: nothing was written, so another
             // connection may carry the request, whatever its method (once).
             state = .modifying
@@ -194,7 +190,7 @@ extension ExchangeStateMachine {
         case .switching(let exchange, let upstream):
             state = .modifying
             return abort(exchange, failure: "upstream_closed", release: upstream)
-        case .forwarding(var exchange, let upstream), .discardingRefusal(var exchange, let upstream):
+        case .forwarding(let exchange, let upstream), .discardingRefusal(let exchange, let upstream):
             state = .modifying
             exchange.responseDeadline = nil
             if exchange.responseStarted {
@@ -259,7 +255,7 @@ extension ExchangeStateMachine {
     /// reading: cut (408), the upstream connection discarded, its slot freed,
     /// so a silent app cannot hold a host's slots.
     private mutating func requestBodyStalled() -> Action {
-        guard case .some((var exchange, let upstream)) = takeExchange() else { return .none }
+        guard case .some((let exchange, let upstream)) = takeExchange() else { return .none }
         exchange.bodyDeadline = nil
         exchange.closeAfter = true
         return refuse(exchange, ProxyError(.badRequest, host: exchange.host.isEmpty ? nil : exchange.host,
@@ -270,7 +266,7 @@ extension ExchangeStateMachine {
     /// `response_timeout` ran out: for the head (504), or between two reads
     /// of the body (the app's connection is cut).
     private mutating func upstreamStalled(now: NIODeadline, clientWritable: Bool) -> Action {
-        guard case .forwarding(var exchange, let upstream) = state else {
+        guard case .forwarding(let exchange, let upstream) = state else {
             return modify { exchange, _ in exchange.responseDeadline = nil; return .none }
         }
         state = .modifying

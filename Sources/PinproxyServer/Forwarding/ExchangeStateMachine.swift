@@ -168,7 +168,7 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
     /// The routing decision for the head `received` asked to route.
     mutating func routed(_ head: HTTPRequestHead, _ decision: RoutingDecision, now: NIODeadline) -> Action {
         guard case .idle = state else { preconditionFailure("routed a head in state \(state)") }
-        var exchange = Exchange(head: head, decision: decision, started: now, closeAfter: !head.isKeepAlive || shuttingDown)
+        let exchange = Exchange(head: head, decision: decision, started: now, closeAfter: !head.isKeepAlive || shuttingDown)
         if let framing = exchange.framing, framing != .none, idleTimeout > .zero {
             // A body must keep arriving, even one that is only read to be dropped.
             exchange.bodyDeadline = now + idleTimeout
@@ -201,7 +201,7 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
 
     private mutating func requestEnd(_ trailers: HTTPHeaders?, now: NIODeadline) -> Action {
         switch state {
-        case .responded(var exchange), .refused(var exchange):
+        case .responded(let exchange), .refused(let exchange):
             exchange.requestEnded = true
             exchange.bodyDeadline = nil
             return finish(exchange)
@@ -230,7 +230,7 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
 
     private mutating func refuseAndClose(_ refusal: ProxyError, now: NIODeadline = .now()) -> Action {
         switch takeExchange() {
-        case .some((var exchange, let upstream)):
+        case .some((let exchange, let upstream)):
             exchange.closeAfter = true
             return refuse(exchange, refusal, release: upstream)
         case .none:
@@ -246,7 +246,7 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
     mutating func clientClosed() -> Action {
         let taken = takeExchange()
         state = .closed
-        guard case .some((var exchange, let upstream)) = taken else { return .clientGone(release: nil, finished: nil) }
+        guard case .some((let exchange, let upstream)) = taken else { return .clientGone(release: nil, finished: nil) }
         if exchange.status == nil { exchange.status = 499 }
         return .clientGone(release: upstream, finished: exchange)
     }

@@ -11,10 +11,9 @@ extension HTTPExchangeHandler {
         let fail = { (reason: String) in
             self.services.logger.warning("WebSocket splice not set up", metadata: [
                 "host": "\(exchange.host)", "client": "\(self.clientAddress)", "reason": "\(reason)"])
-            var ended = exchange
-            ended.failure = reason
+            exchange.failure = reason
             self.release(upstream, reusable: false)
-            self.logAccess(ended)
+            self.logAccess(exchange)
             context.close(promise: nil)
         }
         guard written, context.channel.isActive else { return fail("client_closed") }
@@ -29,10 +28,9 @@ extension HTTPExchangeHandler {
                         "host": "\(exchange.host)", "client": "\(client)", "reason": "limits.idle_timeout"])
                 },
                 onClose: { up, down in
-                    var ended = exchange
-                    ended.bytesUp += up
-                    ended.bytesDown += down
-                    self.logAccess(ended)
+                    exchange.bytesUp += up
+                    exchange.bytesDown += down
+                    self.logAccess(exchange)
                 })
         } catch {
             fail("\(error)")
