@@ -32,19 +32,30 @@ struct AccessRecord {
     }
 
     /// The JSON line, keys in the order `JSONLogHandler` gives any line
-    /// (alphabetical after the four common ones), without building `Logger.Metadata`.
+    /// (alphabetical after the four common ones), without building
+    /// `Logger.Metadata`: appended piece by piece to one string, with no
+    /// interpolation and no intermediate strings (this runs once a request).
     func render(label: String) -> String {
         var out = JSONLogHandler.lineStart(level: .info, label: label, message: "request")
-        out += ",\"bytes_down\":\(bytesDown),\"bytes_up\":\(bytesUp),\"client\":\(JSONString.quote(client))"
-        out += ",\"duration_ms\":\((seconds * 10_000).rounded() / 10)"
-        if let error { out += ",\"error\":\(JSONString.quote(error))" }
-        out += ",\"host\":\(JSONString.quote(host)),\"identity\":\(JSONString.quote(identity ?? "-")),\"method\":\(JSONString.quote(method)),\"mode\":\(JSONString.quote(mode))"
-        out += ",\"path\":\(JSONString.quote(Self.withoutQuery(path)))"
-        if let pin { out += ",\"pin\":\(JSONString.quote(pin))" }
-        out += ",\"policy\":\(JSONString.quote(policy))"
-        if clientProtocol != .http1 { out += ",\"protocol\":\"\(clientProtocol.rawValue)\"" }
-        out += ",\"status\":\(status)"
-        if let upstream { out += ",\"upstream\":\(JSONString.quote(upstream))" }
+        func field(_ key: String, _ value: String) {
+            out += key
+            JSONString.appendQuoted(value, to: &out)
+        }
+        out += ",\"bytes_down\":"; out += String(bytesDown)
+        out += ",\"bytes_up\":"; out += String(bytesUp)
+        field(",\"client\":", client)
+        out += ",\"duration_ms\":"; out += String((seconds * 10_000).rounded() / 10)
+        if let error { field(",\"error\":", error) }
+        field(",\"host\":", host)
+        field(",\"identity\":", identity ?? "-")
+        field(",\"method\":", method)
+        field(",\"mode\":", mode)
+        field(",\"path\":", Self.withoutQuery(path))
+        if let pin { field(",\"pin\":", pin) }
+        field(",\"policy\":", policy)
+        if clientProtocol != .http1 { field(",\"protocol\":", clientProtocol.rawValue) }
+        out += ",\"status\":"; out += String(status)
+        if let upstream { field(",\"upstream\":", upstream) }
         out += "}\n"
         return out
     }
@@ -66,8 +77,9 @@ struct AccessRecord {
     /// Query strings carry tokens and personal data; the log keeps the path only.
     static func withoutQuery(_ target: String) -> String {
         var path = target
-        if let target = AbsoluteTarget(target) { path = target.originForm }
-        return String(path.prefix { $0 != "?" })
+        if path.utf8.first != UInt8(ascii: "/"), let target = AbsoluteTarget(target) { path = target.originForm }
+        guard let query = path.utf8.firstIndex(of: UInt8(ascii: "?")) else { return path }
+        return String(path[..<query])
     }
 }
 

@@ -46,7 +46,12 @@ public struct JSONLogHandler: LogHandler {
         var out = "{\"ts\":\""
         out.reserveCapacity(384)
         appendTimestamp(to: &out)
-        out += "\",\"level\":\"\(level.rawValue)\",\"logger\":\(quote(label)),\"message\":\(quote(message))"
+        out += "\",\"level\":\""
+        out += level.rawValue
+        out += "\",\"logger\":"
+        JSONString.appendQuoted(label, to: &out)
+        out += ",\"message\":"
+        JSONString.appendQuoted(message, to: &out)
         return out
     }
 
