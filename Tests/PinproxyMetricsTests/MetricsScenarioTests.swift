@@ -218,4 +218,31 @@ struct MetricsScenarioTests {
         let text = try PrometheusText(parsing: metrics.exposition())
         #expect(text.value("pinproxy_requests_total", ["host": "_none", "code": "other"]) == 2)
     }
+
+    /// `HostTraffic` keeps the series it used last: a change of status,
+    /// client or protocol must still land in its own series, and the
+    /// resolved histogram and byte counters are the host's.
+    @Test func hostTrafficCountsInTheSeriesTheDirectCallsUse() throws {
+        let metrics = PinproxyMetrics()
+        let traffic = metrics.hostTraffic(.unmatched)
+        let alice = ClientLabel("alice")
+        for (code, client, proto) in [(200, ClientLabel.anonymous, "http1"), (200, .anonymous, "http1"), (404, .anonymous, "http1"),
+                                      (200, alice, "http1"), (200, alice, "h2"), (200, .anonymous, "http1")] {
+            traffic.requestCompleted(code: code, duration: .milliseconds(3), client: client, protocol: proto)
+        }
+        traffic.bytes(up: 10, down: 0)
+        traffic.bytes(up: 0, down: 7)
+        metrics.requestCompleted(host: .unmatched, code: 200, duration: .zero)  // the same series, by name
+        let text = try PrometheusText(parsing: metrics.exposition())
+        func requests(_ code: String, _ client: String, _ proto: String) -> Double? {
+            text.value("pinproxy_requests_total", ["host": "_none", "code": code, "client": client, "protocol": proto])
+        }
+        #expect(requests("200", "_anonymous", "http1") == 4)
+        #expect(requests("404", "_anonymous", "http1") == 1)
+        #expect(requests("200", "alice", "http1") == 1)
+        #expect(requests("200", "alice", "h2") == 1)
+        #expect(text.value("pinproxy_request_duration_seconds_count", ["host": "_none"]) == 7)
+        #expect(text.value("pinproxy_bytes_total", ["host": "_none", "direction": "up"]) == 10)
+        #expect(text.value("pinproxy_bytes_total", ["host": "_none", "direction": "down"]) == 7)
+    }
 }

@@ -33,6 +33,8 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     /// Parts read while a credential is checked off the event loop (absolute-form,
     /// not cached): no further read is asked for, and they are replayed after routing.
     private var heldForAuthentication: [HTTPServerRequestPart]?
+    /// The series of the policy this connection's requests went to last.
+    private var traffic: (policy: HostPolicy?, recorder: any TrafficRecorder)?
     /// HTTP/1.1 on a connection, or one HTTP/2 stream (its head timer is then
     /// detached: the h2 connection's manager bounds idleness).
     let clientProtocol: ClientProtocol
@@ -376,13 +378,16 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     func logAccess(_ exchange: Exchange) {
         let status = exchange.status ?? 0
         let seconds = Double((NIODeadline.now() - exchange.started).nanoseconds) / 1e9
+        if traffic == nil || traffic?.policy !== exchange.policy {
+            traffic = (exchange.policy, services.instrumentation.trafficRecorder(policy: exchange.policy))
+        }
         services.recordAccess(AccessRecord(
             client: clientAddress, method: exchange.method.rawValue, host: exchange.host.isEmpty ? "-" : exchange.host,
             path: exchange.target, status: status, bytesUp: exchange.bytesUp, bytesDown: exchange.bytesDown,
             seconds: seconds, policy: exchange.policyLabel, pin: exchange.pinVerdict?.metricLabel,
             upstream: exchange.upstreamAddress, error: exchange.error?.code.rawValue ?? exchange.failure, mode: modeLabel,
             identity: exchange.identity, clientProtocol: clientProtocol
-        ), policy: exchange.policy)
+        ), to: traffic!.recorder)
     }
 
     /// An app's TLS with pinproxy failed: counted, and said at warning level

@@ -15,6 +15,10 @@ public struct MetricsInstrumentation: ProxyInstrumentation {
                                  protocol: `protocol`)
     }
 
+    public func trafficRecorder(policy: HostPolicy?) -> any TrafficRecorder {
+        MetricsTrafficRecorder(metrics.hostTraffic(HostLabel(policy)))
+    }
+
     public func upstreamStreams(policy: HostPolicy?, delta: Int) {
         metrics.upstreamStreams(host: HostLabel(policy), delta: delta)
     }
@@ -67,5 +71,25 @@ public struct MetricsInstrumentation: ProxyInstrumentation {
 
     public func probe(policy: HostPolicy, success: Bool) {
         metrics.probe(host: HostLabel(policy), success: success)
+    }
+}
+
+/// A policy's request and byte series, looked up once (`HostTraffic`).
+final class MetricsTrafficRecorder: TrafficRecorder {
+    private let traffic: HostTraffic
+    /// The client label made last: most connections have one identity.
+    private var client: ClientLabel = .anonymous
+
+    init(_ traffic: HostTraffic) {
+        self.traffic = traffic
+    }
+
+    func requestCompleted(status: Int, seconds: Double, client: String, protocol: String) {
+        if self.client.value != client { self.client = ClientLabel(client) }
+        traffic.requestCompleted(code: status, duration: .seconds(seconds), client: self.client, protocol: `protocol`)
+    }
+
+    func bytes(up: Int, down: Int) {
+        traffic.bytes(up: up, down: down)
     }
 }

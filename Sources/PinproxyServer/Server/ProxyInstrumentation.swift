@@ -10,6 +10,8 @@ public protocol ProxyInstrumentation: Sendable {
     /// `client`: a configured identity name or `_anonymous` (docs/contract.md §15);
     /// `protocol`: the app's HTTP version, `http1` or `h2` (docs/contract.md §11).
     func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double, client: String, protocol: String)
+    /// `requestCompleted` and `bytes` for one policy, resolved once (see `TrafficRecorder`).
+    func trafficRecorder(policy: HostPolicy?) -> any TrafficRecorder
     func denied(code: ProxyError.Code, client: String)
     /// A failed proxy login, under the identity it named (`_unknown` when not configured).
     func proxyAuthFailed(client: String)
@@ -59,5 +61,39 @@ extension ProxyInstrumentation {
 
     public func denied(code: ProxyError.Code) {
         denied(code: code, client: ClientPrincipal.metricLabelAnonymous)
+    }
+}
+
+/// The counting of one policy's requests and bytes, resolved once: the
+/// exchange handler keeps one for as long as its connection's requests go to
+/// the same policy, so a request costs no metric lookup.
+public protocol TrafficRecorder: AnyObject {
+    func requestCompleted(status: Int, seconds: Double, client: String, protocol: String)
+    func bytes(up: Int, down: Int)
+}
+
+extension ProxyInstrumentation {
+    /// Reports through `requestCompleted` and `bytes` (instrumentations with
+    /// nothing to resolve, such as the tests' recorders).
+    public func trafficRecorder(policy: HostPolicy?) -> any TrafficRecorder {
+        ForwardingTrafficRecorder(instrumentation: self, policy: policy)
+    }
+}
+
+final class ForwardingTrafficRecorder: TrafficRecorder {
+    let instrumentation: any ProxyInstrumentation
+    let policy: HostPolicy?
+
+    init(instrumentation: any ProxyInstrumentation, policy: HostPolicy?) {
+        self.instrumentation = instrumentation
+        self.policy = policy
+    }
+
+    func requestCompleted(status: Int, seconds: Double, client: String, protocol: String) {
+        instrumentation.requestCompleted(policy: policy, status: status, seconds: seconds, client: client, protocol: `protocol`)
+    }
+
+    func bytes(up: Int, down: Int) {
+        instrumentation.bytes(policy: policy, up: up, down: down)
     }
 }

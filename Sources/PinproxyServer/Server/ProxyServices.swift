@@ -95,9 +95,14 @@ final class ProxyServices: Sendable {
     /// One answered request: counted (status, duration, bytes under the
     /// policy's label) and written to the access log.
     func recordAccess(_ record: AccessRecord, policy: HostPolicy?) {
-        instrumentation.requestCompleted(policy: policy, status: record.status, seconds: record.seconds,
-                                         client: ClientPrincipal.label(record.identity), protocol: record.clientProtocol.rawValue)
-        instrumentation.bytes(policy: policy, up: record.bytesUp, down: record.bytesDown)
+        recordAccess(record, to: instrumentation.trafficRecorder(policy: policy))
+    }
+
+    /// As above, counted in series the caller resolved once (`TrafficRecorder`).
+    func recordAccess(_ record: AccessRecord, to traffic: any TrafficRecorder) {
+        traffic.requestCompleted(status: record.status, seconds: record.seconds,
+                                 client: ClientPrincipal.label(record.identity), protocol: record.clientProtocol.rawValue)
+        traffic.bytes(up: record.bytesUp, down: record.bytesDown)
         record.log(to: accessLog)
     }
 

@@ -1,0 +1,52 @@
+import Prometheus
+
+/// The series one host's requests are counted in, looked up once and then
+/// kept by whoever counts many requests for that host (an app's connection):
+/// a request then costs no dictionary lookup, no lock and no label array.
+/// Used by one thread at a time (an event loop), like the connection that
+/// keeps it.
+public final class HostTraffic {
+    private let metrics: PinproxyMetrics
+    private let host: HostLabel
+    private let duration: DurationHistogram
+    private let bytesUp: Counter
+    private let bytesDown: Counter
+    /// The `requests_total` series used last: one connection's requests
+    /// mostly share their status, client and protocol.
+    private var last: (code: Int, client: ClientLabel, h2: Bool, counter: Counter)?
+
+    init(metrics: PinproxyMetrics, host: HostLabel) {
+        self.metrics = metrics
+        self.host = host
+        duration = metrics.histogram(.requestDuration, buckets: Buckets.request, host.value)
+        bytesUp = metrics.counter(.bytes, host.value, TrafficDirection.up.rawValue)
+        bytesDown = metrics.counter(.bytes, host.value, TrafficDirection.down.rawValue)
+    }
+
+    /// As `PinproxyMetrics.requestCompleted`, for this host.
+    public func requestCompleted(code: Int, duration: Duration, client: ClientLabel, protocol: String) {
+        let h2 = `protocol` == "h2"
+        let counter: Counter
+        if let last, last.code == code, last.h2 == h2, last.client == client {
+            counter = last.counter
+        } else {
+            counter = metrics.counter(.requests, host.value, PinproxyMetrics.statusLabel(code), client.value, h2 ? "h2" : "http1")
+            last = (code, client, h2, counter)
+        }
+        counter.increment()
+        self.duration.record(duration)
+    }
+
+    /// As `PinproxyMetrics.bytes`, both directions at once.
+    public func bytes(up: Int, down: Int) {
+        if up > 0 { bytesUp.increment(by: Int64(up)) }
+        if down > 0 { bytesDown.increment(by: Int64(down)) }
+    }
+}
+
+extension PinproxyMetrics {
+    /// The series of `host`'s requests, for a caller that keeps them.
+    public func hostTraffic(_ host: HostLabel) -> HostTraffic {
+        HostTraffic(metrics: self, host: host)
+    }
+}
