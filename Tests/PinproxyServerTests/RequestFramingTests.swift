@@ -89,6 +89,21 @@ struct RequestFramingTests {
         #expect(headers.map(\.name) == ["A", "B", "C"])
     }
 
+    /// The common heads take the in-place path; whatever the path, the
+    /// result is the same as the full strip's.
+    @Test(arguments: [
+        ([("A", "1"), ("Connection", "keep-alive"), ("B", "2")], ["A", "B"]),
+        ([("Connection", "CLOSE"), ("A", "1"), ("connection", "Keep-Alive")], ["A"]),
+        ([("A", "1"), ("Connection", "close"), ("Keep-Alive", "timeout=5"), ("B", "2")], ["A", "B"]),
+        ([("A", "1"), ("Connection", "keep-alive, x-a"), ("X-A", "2"), ("B", "3")], ["A", "B"]),
+        ([("A", "1"), ("Connection", "close"), ("Upgrade", "h2c")], ["A"]),
+    ])
+    func connectionKeepAliveAndCloseAreStrippedInPlace(fields: [(String, String)], expected: [String]) {
+        var headers = HTTPHeaders(fields)
+        MessageRules.stripHopByHop(&headers)
+        #expect(headers.map(\.name) == expected)
+    }
+
     @Test func theWholeHeadCounts() {
         let tiny = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/", headers: HTTPHeaders(Array(repeating: ("a", "b"), count: 1000)))
         // 1000 fields of 2 bytes of name and value are 6,000 bytes on the wire.

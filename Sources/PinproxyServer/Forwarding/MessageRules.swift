@@ -23,17 +23,24 @@ enum MessageRules {
         // The common head names no hop-by-hop field at all: found without
         // allocating (names compared as ASCII, case folded byte by byte).
         var named: Set<String> = []
-        var hasHopByHop = false
+        var found = 0
+        var onlyConnection = true
         for (name, value) in headers where isHopByHop(name) {
-            hasHopByHop = true
-            if name.utf8.count == 10, asciiEqualsIgnoringCase(name, "connection") {
-                for token in value.split(separator: ",") {
-                    named.insert(token.trimmingSpaces.lowercased())
-                }
+            found += 1
+            guard name.utf8.count == 10, asciiEqualsIgnoringCase(name, "connection") else { onlyConnection = false; continue }
+            // `keep-alive` and `close` name nothing that is not removed anyway.
+            if asciiEqualsIgnoringCase(value, "keep-alive") || asciiEqualsIgnoringCase(value, "close") { continue }
+            for token in value.split(separator: ",") {
+                named.insert(token.trimmingSpaces.lowercased())
             }
         }
         named.remove("transfer-encoding")
-        guard hasHopByHop || !named.isEmpty else { return }
+        guard found > 0 || !named.isEmpty else { return }
+        if named.isEmpty && onlyConnection {
+            // The common response (`Connection: keep-alive`): one field out, in place.
+            headers.remove(name: "connection")
+            return
+        }
         var kept = HTTPHeaders()
         kept.reserveCapacity(headers.count)
         for (name, value) in headers where !isHopByHop(name) && (named.isEmpty || !named.contains(name.lowercased())) {
