@@ -121,6 +121,11 @@ final class TLSConnection {
 
     var hasPendingCiphertext: Bool { CPinproxy_BIO_pending(outbound) > 0 }
 
+    /// Whether a `read` could return anything now: ciphertext fed and not yet
+    /// taken by OpenSSL, or a record it holds. When neither, a read can only
+    /// say "want more", after allocating a record-sized buffer for nothing.
+    var hasBufferedInput: Bool { CPinproxy_BIO_pending(inbound) > 0 || SSL_has_pending(ssl) == 1 }
+
     // MARK: Operations
 
     func doHandshake() -> TLSStep<Void> {

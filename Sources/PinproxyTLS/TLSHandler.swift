@@ -241,6 +241,9 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 firedPlaintext = true
                 readPending = false  // answered; the app may ask again while it reads this
                 context.fireChannelRead(wrapInboundOut(plaintext))
+                // Everything fed is decrypted: the burst ends without the read
+                // that could only say "want more" (two per request, per leg).
+                if !connection.hasBufferedInput { break loop }
             case .complete(.closeNotify):
                 receivedCloseNotify(context: context)
                 break loop
