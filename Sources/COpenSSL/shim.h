@@ -66,6 +66,12 @@ static inline int CPinproxy_SSL_add1_chain_cert(SSL *ssl, X509 *cert) {
 static inline long CPinproxy_BIO_pending(BIO *bio) {
     return (long)BIO_pending(bio);
 }
+static inline void CPinproxy_BIO_set_retry_read(BIO *bio) {
+    BIO_set_retry_read(bio);
+}
+static inline void CPinproxy_BIO_clear_retry_flags(BIO *bio) {
+    BIO_clear_retry_flags(bio);
+}
 static inline long CPinproxy_BIO_set_mem_eof_return(BIO *bio, int value) {
     return BIO_set_mem_eof_return(bio, value);
 }

@@ -16,13 +16,13 @@ enum TLSReadResult {
     case closeNotify
 }
 
-/// One `SSL*` with its two memory BIOs: ciphertext in through `feed`, out
+/// One `SSL*` with its transport BIO: ciphertext in through `feed`, out
 /// through `drainCiphertext`. Used only on its channel's event loop.
 final class TLSConnection {
     let ssl: OpaquePointer
     let context: TLSContext
-    private let inbound: OpaquePointer   // network → OpenSSL
-    private let outbound: OpaquePointer  // OpenSSL → network
+    /// Ciphertext between the network and OpenSSL, both ways.
+    private let transport = TransportBIO()
     /// The key client sessions are stored and resumed under ("host:port").
     private let sessionKey: String?
     /// The verified chain of the session offered for resumption, if any.
@@ -49,13 +49,8 @@ final class TLSConnection {
         }
         self.ssl = ssl
         self.context = context
-        self.inbound = BIO_new(BIO_s_mem())!
-        self.outbound = BIO_new(BIO_s_mem())!
-        // An empty inbound BIO means "wait for more", never EOF: the transport's
-        // EOF is the handler's business (it decides clean vs unclean).
-        _ = CPinproxy_BIO_set_mem_eof_return(inbound, -1)
-        _ = CPinproxy_BIO_set_mem_eof_return(outbound, -1)
-        SSL_set_bio(ssl, inbound, outbound)
+        // One BIO both ways: the SSL takes its one reference (and frees it).
+        SSL_set_bio(ssl, transport.bio, transport.bio)
         self.sessionKey = sessionKey
         self.certificateSelection = selectsCertificates ? .notRequested : .fixed
 
@@ -90,7 +85,8 @@ final class TLSConnection {
 
     deinit {
         _ = CPinproxy_SSL_set_app_data(ssl, nil)
-        SSL_free(ssl)  // frees both BIOs
+        transport.detach()
+        SSL_free(ssl)  // frees the BIO
     }
 
     static func from(_ ssl: OpaquePointer) -> TLSConnection? {
@@ -101,30 +97,20 @@ final class TLSConnection {
     // MARK: Ciphertext in and out
 
     func feed(_ buffer: ByteBuffer) {
-        buffer.withUnsafeReadableBytes { bytes in
-            guard bytes.count > 0 else { return }
-            let written = BIO_write(inbound, bytes.baseAddress, Int32(bytes.count))
-            precondition(written == bytes.count, "memory BIO accepted \(written) of \(bytes.count) bytes")
-        }
+        transport.feed(buffer)
     }
 
     /// Everything OpenSSL has queued for the network, or nil.
-    func drainCiphertext(allocator: ByteBufferAllocator) -> ByteBuffer? {
-        let pending = Int(CPinproxy_BIO_pending(outbound))
-        guard pending > 0 else { return nil }
-        var buffer = allocator.buffer(capacity: pending)
-        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: pending) { out in
-            Int(BIO_read(outbound, out.baseAddress, Int32(pending)))
-        }
-        return buffer
+    func drainCiphertext() -> ByteBuffer? {
+        transport.takeOutput()
     }
 
-    var hasPendingCiphertext: Bool { CPinproxy_BIO_pending(outbound) > 0 }
+    var hasPendingCiphertext: Bool { transport.hasOutput }
 
     /// Whether a `read` could return anything now: ciphertext fed and not yet
     /// taken by OpenSSL, or a record it holds. When neither, a read can only
     /// say "want more", after allocating a record-sized buffer for nothing.
-    var hasBufferedInput: Bool { CPinproxy_BIO_pending(inbound) > 0 || SSL_has_pending(ssl) == 1 }
+    var hasBufferedInput: Bool { transport.hasInput || SSL_has_pending(ssl) == 1 }
 
     // MARK: Operations
 
@@ -181,9 +167,10 @@ final class TLSConnection {
         }
     }
 
-    /// Encrypts all of `buffer`; memory BIOs never push back, so this completes or fails.
+    /// Encrypts all of `buffer`; the transport BIO never pushes back, so this completes or fails.
     func write(_ buffer: ByteBuffer) -> TLSStep<Void> {
         guard buffer.readableBytes > 0 else { return .complete(()) }
+        transport.reserveOutput(forPlaintext: buffer.readableBytes)
         OpenSSLErrorQueue.clear()
         let result = buffer.withUnsafeReadableBytes { bytes in
             SSL_write(ssl, bytes.baseAddress, Int32(bytes.count))

@@ -341,7 +341,7 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
             case .complete:
                 return true
             case .incomplete:
-                preconditionFailure("a memory BIO cannot push back on SSL_write")
+                preconditionFailure("the transport BIO cannot push back on SSL_write")
             case .failed(let error):
                 promises.forEach { $0.fail(error) }
                 fail(context: context, error: error)  // fails the writes still buffered
@@ -384,7 +384,7 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Sends whatever OpenSSL has queued, as one write, and flushes.
     private func writeCiphertext(context: ChannelHandlerContext, promise: EventLoopPromise<Void>?) {
-        if let ciphertext = connection.drainCiphertext(allocator: context.channel.allocator) {
+        if let ciphertext = connection.drainCiphertext() {
             context.writeAndFlush(wrapOutboundOut(ciphertext), promise: promise)
         } else {
             promise?.succeed()
