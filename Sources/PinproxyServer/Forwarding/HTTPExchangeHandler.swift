@@ -312,23 +312,30 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     }
 
     private func acquire(_ plan: DialPlan, context: ChannelHandlerContext) {
-        services.checkout(plan, on: context.eventLoop).assumeIsolated().whenComplete { result in
-            switch result {
-            case .failure(let error):
-                self.execute(self.machine.upstreamFailed(error), context: context)
-            case .success(let (connection, reused)):
-                let verdict = connection.pinEvaluation?.verdict
-                let decision = TokenAttachment.decide(policy: plan.policy, verdict: verdict, method: self.currentMethod ?? .GET, tls: plan.tls)
-                if let reason = decision.withheldBecause {
-                    self.services.logger.warning("bearer token not attached", metadata: [
-                        "host": "\(plan.host)", "policy": "\(plan.policy?.metricLabel ?? "_none")", "reason": "\(reason)",
-                    ])
-                }
-                let action = self.machine.upstreamAcquired(connection, reused: reused, pinVerdict: verdict,
-                                                           address: connection.remoteAddress, authorization: decision.authorization, now: .now())
-                if case .giveBack = action {} else { connection.receiver = self }
-                self.execute(action, context: context)
+        switch services.checkoutNow(plan, on: context.eventLoop) {
+        case .pooled(let connection):
+            acquired(.success((connection, true)), plan: plan, context: context)
+        case .pending(let future):
+            future.assumeIsolated().whenComplete { self.acquired($0, plan: plan, context: context) }
+        }
+    }
+
+    private func acquired(_ result: Result<ProxyServices.CheckedOut, any Error>, plan: DialPlan, context: ChannelHandlerContext) {
+        switch result {
+        case .failure(let error):
+            execute(machine.upstreamFailed(error), context: context)
+        case .success(let (connection, reused)):
+            let verdict = connection.pinEvaluation?.verdict
+            let decision = TokenAttachment.decide(policy: plan.policy, verdict: verdict, method: currentMethod ?? .GET, tls: plan.tls)
+            if let reason = decision.withheldBecause {
+                services.logger.warning("bearer token not attached", metadata: [
+                    "host": "\(plan.host)", "policy": "\(plan.policy?.metricLabel ?? "_none")", "reason": "\(reason)",
+                ])
             }
+            let action = machine.upstreamAcquired(connection, reused: reused, pinVerdict: verdict,
+                                                  address: connection.remoteAddress, authorization: decision.authorization, now: .now())
+            if case .giveBack = action {} else { connection.receiver = self }
+            execute(action, context: context)
         }
     }
 
@@ -388,27 +395,5 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             upstream: exchange.upstreamAddress, error: exchange.error?.code.rawValue ?? exchange.failure, mode: modeLabel,
             identity: exchange.identity, clientProtocol: clientProtocol
         ), to: traffic!.recorder)
-    }
-
-    /// An app's TLS with pinproxy failed: counted, and said at warning level
-    /// with the app's address, the CONNECT host and the SNI. An app that does
-    /// not trust pinproxy's CA is the most common first-hour failure, and it
-    /// must not be a quiet info line.
-    private func clientTLSFailed(_ error: TLSError) {
-        let result: ClientHandshakeResult
-        switch error {
-        case .certificateRejected: result = .untrustedCA
-        case .tlsVersion: result = .tlsVersion
-        case .tlsCipher: result = .tlsCipher
-        case .verifyFailed, .tlsHandshake, .uncleanShutdown, .protocolFailure, .configuration: result = .tlsHandshake
-        }
-        var metadata: Logger.Metadata = ["client": "\(clientAddress)", "result": "\(result.rawValue)", "error": "\(error)"]
-        if let interception { metadata["connect_host"] = "\(interception.host)" }
-        if let clientSNI { metadata["sni"] = "\(clientSNI)" }
-        if result == .untrustedCA {
-            metadata["hint"] = "the app does not trust pinproxy's CA: install the certificate from `pinproxy ca export` in its trust store"
-        }
-        services.instrumentation.clientHandshake(result)
-        services.logger.warning("client TLS handshake failed", metadata: metadata)
     }
 }

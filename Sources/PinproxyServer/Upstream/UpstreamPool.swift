@@ -46,7 +46,23 @@ final class UpstreamPool: @unchecked Sendable {
 
     // MARK: Acquire
 
+    /// A lease now, or a place in line.
+    enum Acquired {
+        case ready(Lease)
+        case queued(EventLoopFuture<Lease>)
+    }
+
     func acquire(_ key: Key, limit: Int, queueTimeout: TimeAmount, mayMultiplex: Bool = false, on loop: any EventLoop) -> EventLoopFuture<Lease> {
+        switch acquireNow(key, limit: limit, queueTimeout: queueTimeout, mayMultiplex: mayMultiplex, on: loop) {
+        case .ready(let lease): return loop.makeSucceededFuture(lease)
+        case .queued(let future): return future
+        }
+    }
+
+    /// As `acquire`, with no future for what is decided at once (a pooled
+    /// connection, a stream, a permit to dial): the common keep-alive request
+    /// allocates no promise and runs no callback chain.
+    func acquireNow(_ key: Key, limit: Int, queueTimeout: TimeAmount, mayMultiplex: Bool = false, on loop: any EventLoop) -> Acquired {
         let now = NIODeadline.now()
         // A waiter's promise is filed under the same lock that puts it in line:
         // a slot freed on another event loop's thread may be handed to it the
@@ -64,11 +80,11 @@ final class UpstreamPool: @unchecked Sendable {
         stale.forEach { $0.close() }
         switch acquisition {
         case .lease(let connection):
-            return loop.makeSucceededFuture(.connection(connection))
+            return .ready(.connection(connection))
         case .stream(let connection):
-            return loop.makeSucceededFuture(.stream(connection))
+            return .ready(.stream(connection))
         case .dial:
-            return loop.makeSucceededFuture(.permit)
+            return .ready(.permit)
         case .wait(let id):
             guard let promise = waiter else { preconditionFailure("a place in line without its promise (waiter \(id))") }
             // The timer holds the pool strongly (it lives as long as the server,
@@ -91,7 +107,7 @@ final class UpstreamPool: @unchecked Sendable {
                 return true
             }
             if !stillWaiting { timeout.cancel() }  // served meanwhile
-            return promise.futureResult
+            return .queued(promise.futureResult)
         }
     }
 
