@@ -106,7 +106,9 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
     mutating func acquire(_ key: Key, limit: Int, loop: LoopID, now: NIODeadline, maxIdle: TimeAmount,
                           mayMultiplex: Bool = false,
                           isAlive: (Connection) -> Bool) -> (Acquisition, close: [Connection]) {
-        var entry = entries[key, default: Entry()]
+        // Taken out while it changes: a copy left in the dictionary would make
+        // the first change copy the member list (a retain per connection).
+        var entry = entries.removeValue(forKey: key) ?? Entry()
         entry.limit = limit
         defer { entries[key] = entry }
         var close: [Connection] = []
@@ -276,8 +278,11 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
     /// can serve one (`reusable`, still open, its policy unchanged), else closed.
     mutating func release(_ key: Key, connection: Connection, reusable: Bool, now: NIODeadline)
         -> (handOver: (waiter: Waiter, grant: Grant)?, close: Connection?) {
-        guard var entry = entries[key], let index = entry.members.firstIndex(where: { $0.connection === connection }),
+        // Taken out while it changes (see `acquire`); every way out puts it back.
+        guard var entry = entries.removeValue(forKey: key) else { return (nil, nil) }
+        guard let index = entry.members.firstIndex(where: { $0.connection === connection }),
               entry.members[index].state == .leased, entry.members[index].capacity == nil else {
+            entries[key] = entry
             return (nil, nil)  // already gone (closed, retired)
         }
         let member = entry.members[index]
