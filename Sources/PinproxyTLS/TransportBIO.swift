@@ -68,7 +68,9 @@ final class TransportBIO {
 
     // MARK: OpenSSL's side
 
-    private func read(into destination: UnsafeMutableRawPointer, count: Int) -> Int32 {
+    /// OpenSSL's read: up to `count` bytes of what was fed, in order; -1 when
+    /// there is nothing (the BIO then says "retry": wait for more).
+    func read(into destination: UnsafeMutableRawPointer, count: Int) -> Int32 {
         guard count > 0, let available = input?.readableBytes, available > 0 else { return -1 }
         let taken = min(count, available)
         input!.readWithUnsafeReadableBytes { bytes in
@@ -79,7 +81,8 @@ final class TransportBIO {
         return Int32(taken)
     }
 
-    private func write(from source: UnsafeRawPointer, count: Int) -> Int32 {
+    /// OpenSSL's write: always all of it, appended for the network.
+    func write(from source: UnsafeRawPointer, count: Int) -> Int32 {
         if output == nil { output = allocator.buffer(capacity: max(count, 1024)) }
         output!.writeBytes(UnsafeRawBufferPointer(start: source, count: count))
         return Int32(count)
