@@ -49,8 +49,7 @@ final class TLSConnection {
         }
         self.ssl = ssl
         self.context = context
-        // One BIO both ways: the SSL takes its one reference (and frees it).
-        SSL_set_bio(ssl, transport.bio, transport.bio)
+        transport.attach(to: ssl)
         self.sessionKey = sessionKey
         self.certificateSelection = selectsCertificates ? .notRequested : .fixed
 
@@ -86,7 +85,7 @@ final class TLSConnection {
     deinit {
         _ = CPinproxy_SSL_set_app_data(ssl, nil)
         transport.detach()
-        SSL_free(ssl)  // frees the BIO
+        SSL_free(ssl)  // drops its reference to the BIO; `transport` drops the other
     }
 
     static func from(_ ssl: OpaquePointer) -> TLSConnection? {

@@ -12,8 +12,9 @@ import NIOCore
 /// proxy's CPU beside the cipher itself.
 ///
 /// Used only on its channel's event loop, like the `TLSConnection` that
-/// owns it. The BIO points back at this object unretained: the SSL (which
-/// owns the BIO) is freed first.
+/// owns it. This object holds one reference to the BIO and the SSL another
+/// (`attach`); the BIO points back here unretained, and `detach` clears
+/// that before the SSL is freed.
 final class TransportBIO {
     let bio: OpaquePointer
     /// Ciphertext from the network that OpenSSL has not taken yet.
@@ -28,7 +29,17 @@ final class TransportBIO {
         BIO_set_init(bio, 1)
     }
 
-    /// Called before the SSL (and with it the BIO) is freed.
+    deinit {
+        BIO_free(bio)
+    }
+
+    /// Gives `ssl` the BIO for both directions; it takes a reference of its own.
+    func attach(to ssl: OpaquePointer) {
+        BIO_up_ref(bio)
+        SSL_set_bio(ssl, bio, bio)  // the same BIO both ways: one reference taken
+    }
+
+    /// Called before the SSL is freed: OpenSSL can no longer reach this object.
     func detach() {
         BIO_set_data(bio, nil)
     }
