@@ -41,7 +41,8 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         case handedOver
         /// The connection is closing or closed.
         case closed
-        /// Only while a transition runs (keeps the exchange's buffers unshared).
+        /// Only while a transition that takes the exchange out of its state runs:
+        /// an event arriving then is a bug, and says so.
         case modifying
     }
 
