@@ -9,8 +9,11 @@ public final class HostTraffic {
     private let metrics: PinproxyMetrics
     private let host: HostLabel
     private let duration: DurationHistogram
-    private let bytesUp: Counter
-    private let bytesDown: Counter
+    /// Looked up at the first byte, as `PinproxyMetrics.bytes` does: a host
+    /// that only ever had refusals gets no byte series (a denied host's
+    /// exposition stays as it was).
+    private var bytesUp: Counter?
+    private var bytesDown: Counter?
     /// The `requests_total` series used last: one connection's requests
     /// mostly share their status, client and protocol.
     private var last: (code: Int, client: ClientLabel, h2: Bool, counter: Counter)?
@@ -19,8 +22,6 @@ public final class HostTraffic {
         self.metrics = metrics
         self.host = host
         duration = metrics.histogram(.requestDuration, buckets: Buckets.request, host.value)
-        bytesUp = metrics.counter(.bytes, host.value, TrafficDirection.up.rawValue)
-        bytesDown = metrics.counter(.bytes, host.value, TrafficDirection.down.rawValue)
     }
 
     /// As `PinproxyMetrics.requestCompleted`, for this host.
@@ -39,8 +40,14 @@ public final class HostTraffic {
 
     /// As `PinproxyMetrics.bytes`, both directions at once.
     public func bytes(up: Int, down: Int) {
-        if up > 0 { bytesUp.increment(by: Int64(up)) }
-        if down > 0 { bytesDown.increment(by: Int64(down)) }
+        if up > 0 {
+            if bytesUp == nil { bytesUp = metrics.counter(.bytes, host.value, TrafficDirection.up.rawValue) }
+            bytesUp!.increment(by: Int64(up))
+        }
+        if down > 0 {
+            if bytesDown == nil { bytesDown = metrics.counter(.bytes, host.value, TrafficDirection.down.rawValue) }
+            bytesDown!.increment(by: Int64(down))
+        }
     }
 }
 

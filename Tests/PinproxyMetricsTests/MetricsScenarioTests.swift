@@ -245,4 +245,17 @@ struct MetricsScenarioTests {
         #expect(text.value("pinproxy_bytes_total", ["host": "_none", "direction": "up"]) == 10)
         #expect(text.value("pinproxy_bytes_total", ["host": "_none", "direction": "down"]) == 7)
     }
+
+    /// As `bytes` itself: a host whose requests moved no byte (refusals only)
+    /// gets no byte series from `HostTraffic` either.
+    @Test func hostTrafficMakesNoByteSeriesBeforeTheFirstByte() throws {
+        let metrics = PinproxyMetrics()
+        let traffic = metrics.hostTraffic(.unmatched)
+        traffic.requestCompleted(code: 403, duration: .zero, client: .anonymous, protocol: "http1")
+        traffic.bytes(up: 0, down: 0)
+        let text = try PrometheusText(parsing: metrics.exposition())
+        #expect(text.value("pinproxy_requests_total", ["host": "_none", "code": "403"]) == 1)
+        #expect(text.value("pinproxy_bytes_total", ["host": "_none", "direction": "up"]) == nil)
+        #expect(text.value("pinproxy_bytes_total", ["host": "_none", "direction": "down"]) == nil)
+    }
 }

@@ -74,3 +74,13 @@ final class InterleavingLoop: EventLoop, @unchecked Sendable {
         hook?()
     }
 }
+
+extension UpstreamPool {
+    /// Every answer as a future, as the tests observe them.
+    func acquire(_ key: Key, limit: Int, queueTimeout: TimeAmount, mayMultiplex: Bool = false, on loop: any EventLoop) -> EventLoopFuture<Lease> {
+        switch acquireNow(key, limit: limit, queueTimeout: queueTimeout, mayMultiplex: mayMultiplex, on: loop) {
+        case .ready(let lease): return loop.makeSucceededFuture(lease)
+        case .queued(let future): return future
+        }
+    }
+}

@@ -77,16 +77,13 @@ public struct MetricsInstrumentation: ProxyInstrumentation {
 /// A policy's request and byte series, looked up once (`HostTraffic`).
 final class MetricsTrafficRecorder: TrafficRecorder {
     private let traffic: HostTraffic
-    /// The client label made last: most connections have one identity.
-    private var client: ClientLabel = .anonymous
 
     init(_ traffic: HostTraffic) {
         self.traffic = traffic
     }
 
     func requestCompleted(status: Int, seconds: Double, client: String, protocol: String) {
-        if self.client.value != client { self.client = ClientLabel(client) }
-        traffic.requestCompleted(code: status, duration: .seconds(seconds), client: self.client, protocol: `protocol`)
+        traffic.requestCompleted(code: status, duration: .seconds(seconds), client: ClientLabel(client), protocol: `protocol`)
     }
 
     func bytes(up: Int, down: Int) {

@@ -70,17 +70,15 @@ final class ProxyServices: Sendable {
         case .ready(.connection(let connection)):
             return .pooled(connection)
         case .ready(let lease):
-            return .pending(connect(lease, plan: plan, on: loop))
+            return .pending(connection(for: lease, plan: plan, on: loop))
         case .queued(let future):
-            return .pending(future.flatMap { lease in
-                if case .connection(let connection) = lease { return loop.makeSucceededFuture((connection, true)) }
-                return self.connect(lease, plan: plan, on: loop)
-            })
+            return .pending(future.flatMap { self.connection(for: $0, plan: plan, on: loop) })
         }
     }
 
-    /// A stream on an HTTP/2 connection, or a new connection under a permit.
-    private func connect(_ lease: UpstreamPool.Lease, plan: DialPlan, on loop: any EventLoop) -> EventLoopFuture<CheckedOut> {
+    /// What a lease comes to: the pooled connection itself, a stream on an
+    /// HTTP/2 connection, or a new connection dialled under a permit.
+    private func connection(for lease: UpstreamPool.Lease, plan: DialPlan, on loop: any EventLoop) -> EventLoopFuture<CheckedOut> {
         let policy = plan.policy
         switch lease {
         case .connection(let connection):

@@ -52,16 +52,10 @@ final class UpstreamPool: @unchecked Sendable {
         case queued(EventLoopFuture<Lease>)
     }
 
-    func acquire(_ key: Key, limit: Int, queueTimeout: TimeAmount, mayMultiplex: Bool = false, on loop: any EventLoop) -> EventLoopFuture<Lease> {
-        switch acquireNow(key, limit: limit, queueTimeout: queueTimeout, mayMultiplex: mayMultiplex, on: loop) {
-        case .ready(let lease): return loop.makeSucceededFuture(lease)
-        case .queued(let future): return future
-        }
-    }
-
-    /// As `acquire`, with no future for what is decided at once (a pooled
-    /// connection, a stream, a permit to dial): the common keep-alive request
-    /// allocates no promise and runs no callback chain.
+    /// A lease for `key` on `loop`: decided at once (a pooled connection, a
+    /// stream, a permit to dial) without a future, so the common keep-alive
+    /// request allocates no promise and runs no callback chain; or a place in
+    /// line, answered by a future that fails with `queue_timeout`.
     func acquireNow(_ key: Key, limit: Int, queueTimeout: TimeAmount, mayMultiplex: Bool = false, on loop: any EventLoop) -> Acquired {
         let now = NIODeadline.now()
         // A waiter's promise is filed under the same lock that puts it in line:
