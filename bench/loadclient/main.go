@@ -202,6 +202,7 @@ func runLoad(c *counters, transport *http.Transport) result {
 	client := &http.Client{Transport: transport, Timeout: 30 * time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), *duration)
 	defer cancel()
+	deadline, _ := ctx.Deadline()
 	var budget atomic.Int64
 	budget.Store(*maxRequests)
 	latencies := make([][]time.Duration, *concurrency)
@@ -211,11 +212,18 @@ func runLoad(c *counters, transport *http.Transport) result {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			for ctx.Err() == nil && budget.Add(-1) >= 0 {
+			for time.Now().Before(deadline) && budget.Add(-1) >= 0 {
 				t0 := time.Now()
 				err := fetch(c, client, ctx)
-				if ctx.Err() != nil {
-					return // cut off by the deadline: neither a success nor a failure
+				// Cut off by the deadline: neither a success nor a failure. The
+				// clock decides, not ctx.Err(): a dial's poller reports "i/o
+				// timeout" at the deadline before the context's own timer has
+				// run, and on a loaded machine that timer can be late by
+				// milliseconds, long enough for a worker to fail request after
+				// request on a deadline already passed (the "dial timeouts" of
+				// earlier full runs).
+				if ctx.Err() != nil || !time.Now().Before(deadline) {
+					return
 				}
 				c.requests.Add(1)
 				if err != nil {
