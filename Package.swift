@@ -16,6 +16,7 @@ let package = Package(
     products: [
         .executable(name: "pinproxy", targets: ["pinproxy"]),
         .executable(name: "pinproxy-tlsbench", targets: ["pinproxy-tlsbench"]),
+        .executable(name: "pinproxy-floor", targets: ["pinproxy-floor"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -168,6 +169,18 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
             path: "Benchmarks/TLSBench"
+        ),
+        // bench/run's "floor": pinproxy's TLS and NIO's HTTP/1 codecs on both
+        // legs, forwarding parts and nothing else (what the layers cost alone).
+        .executableTarget(
+            name: "pinproxy-floor",
+            dependencies: [
+                "PinproxyTLS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Benchmarks/ForwardingFloor"
         ),
         // Helpers shared by the test targets: PKI made with the openssl CLI, child processes, temp dirs.
         .target(

@@ -1,0 +1,273 @@
+// The floor under pinproxy's request path, for bench/run ("floor").
+//
+// An intercepting forwarder built from exactly the layers pinproxy stacks on
+// both legs (its TLSHandler, NIO's HTTP/1 codecs with their outbound header
+// validators) that forwards each HTTP part as it comes and does nothing else:
+// no policy, no refusal rules, no pool (one upstream connection per app
+// connection), no pins, no access line, no metrics, no deadlines. What a
+// keep-alive request costs here is what it costs in the layers pinproxy is
+// made of; pinproxy's CPU per request minus this one is what its own work
+// adds. It is a measuring stick, not a proxy: it trusts every app, answers
+// every CONNECT and is never built into pinproxy.
+//
+//     pinproxy-floor --port N --ca-out FILE --upstream-ca FILE
+//
+// It listens on 127.0.0.1:N with one event loop (as bench/run's `pinproxy`
+// path), writes the CA its leaves are minted from to FILE, and verifies
+// upstreams against --upstream-ca. SIGTERM or SIGINT stops it.
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import PinproxyTLS
+
+@main
+struct Floor {
+    static func main() throws {
+        let arguments = try Arguments(CommandLine.arguments.dropFirst())
+        let ca = try CertificateAuthority.create(commonName: "pinproxy-floor CA")
+        try ca.certificate.pemString.write(toFile: arguments.caOut, atomically: true, encoding: .utf8)
+        let contexts = Contexts(
+            interception: try TLSContext(configuration: .server(minimumVersion: .v1_2)),
+            upstream: try TLSContext(configuration: .client(minimumVersion: .v1_3, trustRoots: .file(arguments.upstreamCA))),
+            ca: ca)
+
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let server = try ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 1024)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.configureHTTPServerPipeline(withPipeliningAssistance: false, withErrorHandling: false)
+                    try sync.addHandler(ConnectAnswer(contexts: contexts))
+                }
+            }
+            .bind(host: "127.0.0.1", port: arguments.port).wait()
+
+        let stop = DispatchSemaphore(value: 0)
+        var sources: [any DispatchSourceSignal] = []
+        for sig in [SIGTERM, SIGINT] {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig)
+            source.setEventHandler { stop.signal() }
+            source.resume()
+            sources.append(source)
+        }
+        stop.wait()
+        try? server.close().wait()
+        try? group.syncShutdownGracefully()
+    }
+}
+
+struct Arguments {
+    var port = 0
+    var caOut = ""
+    var upstreamCA = ""
+
+    init(_ arguments: ArraySlice<String>) throws {
+        var rest = arguments
+        while let flag = rest.popFirst() {
+            guard let value = rest.popFirst() else { throw Usage() }
+            switch flag {
+            case "--port": port = Int(value) ?? 0
+            case "--ca-out": caOut = value
+            case "--upstream-ca": upstreamCA = value
+            default: throw Usage()
+            }
+        }
+        guard port > 0, !caOut.isEmpty, !upstreamCA.isEmpty else { throw Usage() }
+    }
+
+    struct Usage: Error, CustomStringConvertible {
+        var description: String { "usage: pinproxy-floor --port N --ca-out FILE --upstream-ca FILE" }
+    }
+}
+
+struct Contexts: Sendable {
+    let interception: TLSContext
+    let upstream: TLSContext
+    let ca: CertificateAuthority
+}
+
+/// Answers a CONNECT with 200, then swaps the listener's HTTP layers for TLS
+/// (a leaf for the CONNECT host) and HTTP again, with a `Forwarder` on top.
+final class ConnectAnswer: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let contexts: Contexts
+    private var target: (host: String, port: Int)?
+
+    init(contexts: Contexts) {
+        self.contexts = contexts
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            let parts = head.uri.split(separator: ":")
+            guard head.method == .CONNECT, parts.count == 2, let port = Int(parts[1]) else {
+                context.close(promise: nil)
+                return
+            }
+            target = (String(parts[0]), port)
+        case .body:
+            break
+        case .end:
+            guard let target else { return }
+            let head = HTTPResponseHead(version: .http1_1, status: .ok)
+            context.write(wrapOutboundOut(.head(head)), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { result in
+                guard case .success = result else { return context.close(promise: nil) }
+                do {
+                    try self.intercept(target, context: context)
+                } catch {
+                    context.close(promise: nil)
+                }
+            }
+        }
+    }
+
+    private func intercept(_ target: (host: String, port: Int), context: ChannelHandlerContext) throws {
+        let sync = context.pipeline.syncOperations
+        let leaf = try contexts.ca.leaf(for: target.host)
+        let tls = try TLSHandler(serverContext: contexts.interception) { _, loop in loop.makeSucceededFuture(leaf) }
+        try sync.addHandler(tls, position: .last)
+        try sync.configureHTTPServerPipeline(position: .last, withPipeliningAssistance: false, withErrorHandling: false)
+        try sync.addHandler(Forwarder(target: target, contexts: contexts), position: .last)
+        // As pinproxy's SessionInstaller: the handlers taking HTTP parts first, so
+        // the decoder hands any bytes past the CONNECT head to the new layers.
+        _ = sync.removeHandler(context: context)
+        _ = sync.removeHandler(try sync.handler(type: NIOHTTPResponseHeadersValidator.self))
+        _ = sync.removeHandler(try sync.handler(type: HTTPResponseEncoder.self))
+        _ = sync.removeHandler(try sync.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self))
+    }
+}
+
+/// The app's side: each request part goes to the upstream as it comes; the
+/// upstream is dialled at the first request and kept for the connection.
+final class Forwarder: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private enum Upstream {
+        case none
+        case dialling(pending: [HTTPClientRequestPart])
+        case ready(any Channel)
+        case closed
+    }
+
+    private let target: (host: String, port: Int)
+    private let contexts: Contexts
+    private var upstream = Upstream.none
+
+    init(target: (host: String, port: Int), contexts: Contexts) {
+        self.target = target
+        self.contexts = contexts
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let part: HTTPClientRequestPart
+        switch unwrapInboundIn(data) {
+        case .head(let head): part = .head(head)
+        case .body(let bytes): part = .body(.byteBuffer(bytes))
+        case .end(let trailers): part = .end(trailers)
+        }
+        switch upstream {
+        case .none:
+            upstream = .dialling(pending: [part])
+            dial(context: context)
+        case .dialling(var pending):
+            pending.append(part)
+            upstream = .dialling(pending: pending)
+        case .ready(let channel):
+            if case .end = part {
+                channel.writeAndFlush(part, promise: nil)
+            } else {
+                channel.write(part, promise: nil)
+            }
+        case .closed:
+            break
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        // The app reads slower than the upstream sends (1 MiB bodies): the
+        // upstream waits rather than the response piling up here.
+        if case .ready(let channel) = upstream {
+            channel.setOption(.autoRead, value: context.channel.isWritable).whenFailure { _ in }
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if case .ready(let channel) = upstream { channel.close(promise: nil) }
+        upstream = .closed
+        context.fireChannelInactive()
+    }
+
+    private func dial(context: ChannelHandlerContext) {
+        let contexts = self.contexts
+        let host = target.host
+        let app = NIOLoopBound(context, eventLoop: context.eventLoop)
+        ClientBootstrap(group: context.eventLoop)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(TLSHandler(clientContext: contexts.upstream, serverName: host))
+                    try sync.addHTTPClientHandlers()
+                    try sync.addHandler(Backward(app: app.value))
+                }
+            }
+            .connect(host: target.host, port: target.port)
+            .assumeIsolated().whenComplete { result in
+                guard case .dialling(let pending) = self.upstream else {
+                    if case .success(let channel) = result { channel.close(promise: nil) }
+                    return
+                }
+                switch result {
+                case .failure:
+                    self.upstream = .closed
+                    context.close(promise: nil)
+                case .success(let channel):
+                    self.upstream = .ready(channel)
+                    for part in pending { channel.write(part, promise: nil) }
+                    channel.flush()
+                }
+            }
+    }
+}
+
+/// The upstream's side: each response part goes back to the app as it comes.
+final class Backward: ChannelInboundHandler {
+    typealias InboundIn = HTTPClientResponsePart
+
+    private let app: ChannelHandlerContext
+
+    init(app: ChannelHandlerContext) {
+        self.app = app
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let part: HTTPServerResponsePart
+        switch unwrapInboundIn(data) {
+        case .head(let head): part = .head(head)
+        case .body(let bytes): part = .body(.byteBuffer(bytes))
+        case .end(let trailers): part = .end(trailers)
+        }
+        app.write(NIOAny(part), promise: nil)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        app.flush()
+        context.fireChannelReadComplete()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        app.close(promise: nil)
+        context.fireChannelInactive()
+    }
+}
