@@ -222,7 +222,7 @@ func runLoad(c *counters, transport *http.Transport) result {
 				// milliseconds, long enough for a worker to fail request after
 				// request on a deadline already passed (the "dial timeouts" of
 				// earlier full runs).
-				if ctx.Err() != nil || !time.Now().Before(deadline) {
+				if !time.Now().Before(deadline) {
 					return
 				}
 				c.requests.Add(1)
