@@ -10,11 +10,12 @@
 // adds. It is a measuring stick, not a proxy: it trusts every app, answers
 // every CONNECT and is never built into pinproxy.
 //
-//     pinproxy-floor --port N --ca-out FILE --upstream-ca FILE
+//     pinproxy-floor --port N --ca-out FILE --upstream-ca FILE   (--help)
 //
 // It listens on 127.0.0.1:N with one event loop (as bench/run's `pinproxy`
 // path), writes the CA its leaves are minted from to FILE, and verifies
 // upstreams against --upstream-ca. SIGTERM or SIGINT stops it.
+import ArgumentParser
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -22,14 +23,26 @@ import NIOPosix
 import PinproxyTLS
 
 @main
-struct Floor {
-    static func main() throws {
-        let arguments = try Arguments(CommandLine.arguments.dropFirst())
+struct Floor: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pinproxy-floor",
+        abstract: "The layers pinproxy is built from, forwarding and nothing else (bench/run's \"floor\").")
+
+    @Option(help: "The loopback port to listen on.")
+    var port: Int
+
+    @Option(help: "Where to write the CA the app-side leaves are minted from.")
+    var caOut: String
+
+    @Option(help: "The CA file upstream certificates are verified against.")
+    var upstreamCA: String
+
+    func run() throws {
         let ca = try CertificateAuthority.create(commonName: "pinproxy-floor CA")
-        try ca.certificate.pemString.write(toFile: arguments.caOut, atomically: true, encoding: .utf8)
+        try ca.certificate.pemString.write(toFile: caOut, atomically: true, encoding: .utf8)
         let contexts = Contexts(
             interception: try TLSContext(configuration: .server(minimumVersion: .v1_2)),
-            upstream: try TLSContext(configuration: .client(minimumVersion: .v1_3, trustRoots: .file(arguments.upstreamCA))),
+            upstream: try TLSContext(configuration: .client(minimumVersion: .v1_3, trustRoots: .file(upstreamCA))),
             ca: ca)
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -44,7 +57,7 @@ struct Floor {
                     try sync.addHandler(ConnectAnswer(contexts: contexts))
                 }
             }
-            .bind(host: "127.0.0.1", port: arguments.port).wait()
+            .bind(host: "127.0.0.1", port: port).wait()
 
         let stop = DispatchSemaphore(value: 0)
         var sources: [any DispatchSourceSignal] = []
@@ -58,30 +71,6 @@ struct Floor {
         stop.wait()
         try? server.close().wait()
         try? group.syncShutdownGracefully()
-    }
-}
-
-struct Arguments {
-    var port = 0
-    var caOut = ""
-    var upstreamCA = ""
-
-    init(_ arguments: ArraySlice<String>) throws {
-        var rest = arguments
-        while let flag = rest.popFirst() {
-            guard let value = rest.popFirst() else { throw Usage() }
-            switch flag {
-            case "--port": port = Int(value) ?? 0
-            case "--ca-out": caOut = value
-            case "--upstream-ca": upstreamCA = value
-            default: throw Usage()
-            }
-        }
-        guard port > 0, !caOut.isEmpty, !upstreamCA.isEmpty else { throw Usage() }
-    }
-
-    struct Usage: Error, CustomStringConvertible {
-        var description: String { "usage: pinproxy-floor --port N --ca-out FILE --upstream-ca FILE" }
     }
 }
 
