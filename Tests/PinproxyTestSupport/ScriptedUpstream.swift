@@ -2,8 +2,9 @@ import Foundation
 
 /// A plain-HTTP upstream in Python that misbehaves on request, path by path:
 /// it is not pinproxy's code, so what it receives is what went on the wire.
-/// Every request line it reads is printed as `REQ METHOD PATH` (with the
-/// body length it read), so tests can count how often a request arrived.
+/// Every request it reads is printed as `REQ METHOD PATH LENGTH` (the body
+/// length it read, then ` chunked` when the body came chunked), so tests can
+/// count how often a request arrived and see how it was framed.
 ///
 /// Paths: `/close-after-request` closes without answering; `/stray` answers
 /// with bytes that are no HTTP; `/switch` answers 101 unasked; `/reset-mid-body`
@@ -11,7 +12,9 @@ import Foundation
 /// sends 64 KB and goes quiet for 20 s; `/reset-mid-chunked` sends a chunked
 /// head and two chunks, then resets; `/close-after-answer` answers `200 ok`
 /// (keep-alive, as far as its head says) and closes at once, so every pooled
-/// connection to it is dead by the next request; anything else is `200 ok`.
+/// connection to it is dead by the next request; `/echo` answers with the body
+/// it read (up to `Content-Length`, or what came within a second); anything
+/// else is `200 ok`. Bodies may be `Content-Length` or chunked.
 /// With `tls` (a PEM chain and key) it speaks TLS, with Python's ssl module.
 public final class ScriptedUpstream: @unchecked Sendable {
     public let process: ChildProcess
@@ -58,6 +61,31 @@ public final class ScriptedUpstream: @unchecked Sendable {
         head, rest = buf.split(b"\r\n\r\n", 1)
         return head.decode("latin-1"), rest
 
+    def read_chunked(conn, buf):
+        body = b""
+        while True:
+            while b"\r\n" not in buf:
+                data = conn.recv(65536)
+                if not data:
+                    return None, buf
+                buf += data
+            line, buf = buf.split(b"\r\n", 1)
+            size = int(line.split(b";")[0], 16)
+            if size == 0:
+                # Trailer lines, if any, end with an empty line.
+                while not buf.startswith(b"\r\n") and b"\r\n\r\n" not in buf:
+                    data = conn.recv(65536)
+                    if not data:
+                        return None, buf
+                    buf += data
+                return body, (buf[2:] if buf.startswith(b"\r\n") else buf.split(b"\r\n\r\n", 1)[1])
+            while len(buf) < size + 2:
+                data = conn.recv(65536)
+                if not data:
+                    return None, buf
+                buf += data
+            body, buf = body + buf[:size], buf[size + 2:]
+
     def serve(conn):
         buf = b""
         conn.settimeout(30)
@@ -71,17 +99,43 @@ public final class ScriptedUpstream: @unchecked Sendable {
                 lines = head.split("\r\n")
                 method, path = lines[0].split(" ")[:2]
                 length = 0
+                chunked = False
                 for line in lines[1:]:
                     name, _, value = line.partition(":")
                     if name.strip().lower() == "content-length":
                         length = int(value.strip())
-                while len(buf) < length:
-                    data = conn.recv(65536)
-                    if not data:
+                    if name.strip().lower() == "transfer-encoding" and value.strip().lower() == "chunked":
+                        chunked = True
+                if chunked:
+                    body, buf = read_chunked(conn, buf)
+                    if body is None:
                         return
-                    buf += data
-                buf = buf[length:]
-                print("REQ %s %s %d" % (method, path, length), flush=True)
+                    length = len(body)
+                elif path.startswith("/echo"):
+                    # Echoes what arrives within a second, up to Content-Length:
+                    # a request smuggled ahead of another would swallow and show it.
+                    conn.settimeout(1)
+                    try:
+                        while len(buf) < length:
+                            data = conn.recv(65536)
+                            if not data:
+                                break
+                            buf += data
+                    except socket.timeout:
+                        pass
+                    conn.settimeout(30)
+                    body, buf = buf[:length], buf[length:]
+                else:
+                    while len(buf) < length:
+                        data = conn.recv(65536)
+                        if not data:
+                            return
+                        buf += data
+                    body, buf = buf[:length], buf[length:]
+                print("REQ %s %s %d%s" % (method, path, length, " chunked" if chunked else ""), flush=True)
+                if path.startswith("/echo"):
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+                    continue
                 if path.startswith("/close-after-request"):
                     conn.close()
                     return
@@ -113,7 +167,7 @@ public final class ScriptedUpstream: @unchecked Sendable {
                     conn.close()
                     return
                 body = b"ok"
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), b"" if method == "HEAD" else body))
         except (OSError, ssl.SSLError):
             pass
         finally:

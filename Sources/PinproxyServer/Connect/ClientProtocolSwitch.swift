@@ -78,6 +78,7 @@ final class ClientProtocolSwitch: ChannelInboundHandler, RemovableChannelHandler
         ]
         // Streams are initialised on this connection's event loop.
         let makeExchangeHandler = NIOLoopBound(self.makeExchangeHandler, eventLoop: context.eventLoop)
+        let idleTimeout = TimeAmount(limits.idleTimeout)
         let http2 = NIOHTTP2Handler(
             mode: .server, eventLoop: context.eventLoop, connectionConfiguration: connection,
             streamConfiguration: .init(), streamDelegate: manager.http2StreamDelegate
@@ -89,6 +90,7 @@ final class ClientProtocolSwitch: ChannelInboundHandler, RemovableChannelHandler
                 let sync = stream.pipeline.syncOperations
                 try sync.addHandler(HeadersOnlyResponseMerger())
                 try sync.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
+                try sync.addHandler(HTTP2RequestFramer(idleTimeout: idleTimeout))
                 try sync.addHandler(makeExchangeHandler.value())
             }
         }

@@ -157,7 +157,7 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
                 // ever disagree, the connection is refused, not the process.
                 return refuseAndClose(ProxyError(.badRequest, host: nil, detail: "a request head arrived inside a request"))
             case .body(let body):
-                return requestBody(body, now: now)
+                return requestBody(body, of: exchange, now: now)
             case .end(let trailers):
                 return requestEnd(trailers, now: now)
             }
@@ -183,7 +183,13 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         }
     }
 
-    private mutating func requestBody(_ body: ByteBuffer, now: NIODeadline) -> Action {
+    private mutating func requestBody(_ body: ByteBuffer, of current: Exchange, now: NIODeadline) -> Action {
+        // Bytes beyond what the head framed would reach the upstream as the
+        // start of another request (smuggling): nothing of them goes up. The
+        // HTTP/1 decoder never yields them; an HTTP/2 stream could.
+        if let framing = current.framing, let excess = framing.excess(after: current.bytesUp, receiving: body.readableBytes) {
+            return refuseAndClose(ProxyError(.badRequest, host: current.host.isEmpty ? nil : current.host, detail: excess), now: now)
+        }
         let idleTimeout = self.idleTimeout
         return modify { exchange, upstream in
             exchange.bytesUp += body.readableBytes

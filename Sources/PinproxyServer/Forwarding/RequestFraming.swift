@@ -77,6 +77,20 @@ enum RequestFraming: Equatable, Sendable {
         return .success(.none)
     }
 
+    /// Why `receiving` more body bytes after `received` would exceed what
+    /// this framing delimits, or nil while they fit. A body that outgrows
+    /// its framing can only be smuggled bytes: they are never forwarded.
+    func excess(after received: Int, receiving: Int) -> String? {
+        switch self {
+        case .chunked:
+            return nil
+        case .none:
+            return receiving == 0 ? nil : "the request carries a body its head does not frame (no Content-Length, no Transfer-Encoding)"
+        case .length(let length):
+            return UInt64(received + receiving) <= length ? nil : "the request body is longer than its Content-Length (\(length) bytes)"
+        }
+    }
+
     /// Removes every framing header, then writes this framing's one header.
     func apply(to headers: inout HTTPHeaders) {
         headers.remove(name: "content-length")
