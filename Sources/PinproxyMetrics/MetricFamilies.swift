@@ -51,6 +51,10 @@ extension MetricFamily {
         name: "responses_cut_total",
         help: "Responses cut short after their head reached the app (the upstream closed or stalled mid-body), by reason.",
         labels: ["host", "reason"])
+    static let upstreamViolations = MetricFamily(
+        name: "upstream_violations_total",
+        help: "Upstream answers that broke HTTP's framing rules and were not passed on (body_on_bodiless_response: a body with a 204, a 304 or a HEAD answer).",
+        labels: ["host", "kind"])
     static let clientHandshakes = MetricFamily(
         name: "client_handshakes_total",
         help: "TLS handshakes of apps on intercepted sessions, by result (untrusted_ca: the app refused pinproxy's certificate).",

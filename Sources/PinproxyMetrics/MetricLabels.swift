@@ -62,6 +62,13 @@ public enum ResponseCutReason: String, Sendable, Hashable, CaseIterable {
     case other
 }
 
+/// `upstream_violations_total{kind}`: what an upstream sent that HTTP does
+/// not allow and pinproxy did not pass on (docs/contract.md §6).
+public enum UpstreamViolation: String, Sendable, Hashable, CaseIterable {
+    /// A body with a 204, a 304 or an answer to HEAD: dropped, the stream closed.
+    case bodyOnBodilessResponse = "body_on_bodiless_response"
+}
+
 public enum TrafficDirection: String, Sendable, Hashable, CaseIterable {
     case up
     case down

@@ -29,6 +29,11 @@ extension PinproxyMetrics {
         counter(.responsesCut, host.value, reason.rawValue).increment()
     }
 
+    /// An upstream answer that broke HTTP's framing, dropped rather than passed on.
+    public func upstreamViolation(host: HostLabel, kind: UpstreamViolation) {
+        counter(.upstreamViolations, host.value, kind.rawValue).increment()
+    }
+
     /// One app's TLS handshake with an interception certificate.
     public func clientHandshake(result: ClientHandshakeResult) {
         counter(.clientHandshakes, result.rawValue).increment()

@@ -36,6 +36,12 @@ final class Exchange {
     var bytesDown = 0
     var status: Int?
     var responseStarted = false
+    /// The response's status (204, 304) or the request's method (HEAD) says
+    /// it has no body: bytes the upstream sends anyway are not passed on.
+    var responseBodyless = false
+    /// An upstream sent a body with a response that cannot have one: it was
+    /// dropped and that upstream connection (or stream) closed.
+    var droppedBodylessBody = false
     /// Whether the upstream connection may serve another request afterwards.
     var upstreamReusable = true
 

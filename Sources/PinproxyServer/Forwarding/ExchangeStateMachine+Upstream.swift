@@ -105,6 +105,7 @@ extension ExchangeStateMachine {
         }
         exchange.responseStarted = true
         exchange.status = Int(head.status.code)
+        exchange.responseBodyless = head.status == .noContent || head.status == .notModified || exchange.method == .HEAD
         exchange.responseDeadline = now + exchange.responseTimeout  // now between body reads
         let clientHead = MessageRules.clientHead(from: head, closing: exchange.closeAfter)
         state = .forwarding(exchange, upstream)
@@ -115,6 +116,15 @@ extension ExchangeStateMachine {
         switch state {
         case .authorizing:
             return unaskedAnswer()
+        case .forwarding(let exchange, _) where exchange.responseBodyless:
+            // The app's encoder frames a 204, a 304 or a HEAD answer as bodiless,
+            // so these bytes would reach the app raw and be read as the answer to
+            // its next request. Dropped; the response ends here, and the
+            // connection (or HTTP/2 stream) that sent them is not used again.
+            guard body.readableBytes > 0 else { return .none }
+            exchange.droppedBodylessBody = true
+            exchange.upstreamReusable = false
+            return responseEnd(nil)
         case .forwarding(let exchange, let upstream):
             state = .modifying
             exchange.bytesDown += body.readableBytes

@@ -383,6 +383,12 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     }
 
     func logAccess(_ exchange: Exchange) {
+        if exchange.droppedBodylessBody {
+            services.logger.warning("upstream sent a body with a response that has none; dropped, connection not reused", metadata: [
+                "host": "\(exchange.host)", "status": "\(exchange.status ?? 0)", "method": "\(exchange.method.rawValue)",
+            ])
+            services.instrumentation.upstreamViolation(policy: exchange.policy, kind: .bodyOnBodilessResponse)
+        }
         let status = exchange.status ?? 0
         let seconds = Double((NIODeadline.now() - exchange.started).nanoseconds) / 1e9
         if traffic == nil || traffic?.policy !== exchange.policy {

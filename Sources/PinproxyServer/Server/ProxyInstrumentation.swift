@@ -28,10 +28,13 @@ public protocol ProxyInstrumentation: Sendable {
     func probe(policy: HostPolicy, success: Bool)
     /// A response cut short after its head had gone to the app.
     func responseCut(policy: HostPolicy?, reason: ResponseCutReason)
+    /// An upstream answer that broke HTTP's framing and was not passed on.
+    func upstreamViolation(policy: HostPolicy?, kind: UpstreamViolation)
 }
 
 extension ProxyInstrumentation {
     public func responseCut(policy: HostPolicy?, reason: ResponseCutReason) {}
+    public func upstreamViolation(policy: HostPolicy?, kind: UpstreamViolation) {}
 }
 
 /// Reports nothing (tests, and commands that do not serve).
