@@ -95,6 +95,17 @@ final class TLSConnection {
 
     // MARK: Ciphertext in and out
 
+    /// Replaces the context's ALPN offer for this connection (a client, before
+    /// its handshake). OpenSSL copies the list.
+    func offer(_ protocols: [String]) throws {
+        let wire = try TLSContext.alpnWireFormat(protocols).dropFirst(4)
+        OpenSSLErrorQueue.clear()
+        // Note the inverted convention: 0 is success.
+        guard Array(wire).withUnsafeBufferPointer({ SSL_set_alpn_protos(ssl, $0.baseAddress, UInt32($0.count)) }) == 0 else {
+            throw TLSError.configuration(OpenSSLErrorQueue.drainReason(or: "SSL_set_alpn_protos failed"))
+        }
+    }
+
     func feed(_ buffer: ByteBuffer) {
         transport.feed(buffer)
     }

@@ -211,7 +211,7 @@ public final class TLSContext: @unchecked Sendable {
 
     /// Length-prefixed protocol names, preceded by 4 bytes holding the total length
     /// (read back by the server's select callback, which only gets a pointer).
-    private static func alpnWireFormat(_ protocols: [String]) throws -> [UInt8] {
+    static func alpnWireFormat(_ protocols: [String]) throws -> [UInt8] {
         var wire: [UInt8] = []
         for name in protocols {
             let bytes = Array(name.utf8)

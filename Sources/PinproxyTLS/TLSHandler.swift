@@ -51,17 +51,22 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// A client towards `serverName`. SNI is sent unless it is an IP literal;
     /// `verifyHostname` (default: `serverName`) must match the leaf; `verifier`
     /// runs on the verified chain before any application byte moves.
+    /// `applicationProtocols` replaces the context's ALPN offer for this one
+    /// connection (a WebSocket upgrade needs `http/1.1` from a server that
+    /// would otherwise choose `h2`).
     public init(
         clientContext context: TLSContext,
         serverName: String?,
         verifyHostname: String? = nil,
         sessionKey: String? = nil,
+        applicationProtocols: [String]? = nil,
         verifier: TLSPeerVerifier? = nil
     ) throws {
         precondition(context.configuration.role == .client, "TLSHandler(clientContext:) needs a client context")
         self.connection = try TLSConnection(
             context: context, serverName: serverName, verifyHostname: verifyHostname ?? serverName,
             sessionKey: sessionKey ?? serverName, selectsCertificates: false)
+        if let applicationProtocols { try connection.offer(applicationProtocols) }
         self.verifier = verifier
         self.certificateSelector = nil
     }

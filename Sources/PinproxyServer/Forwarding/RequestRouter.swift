@@ -80,6 +80,8 @@ enum RequestRouter {
             if MessageRules.asksWebSocket(head) {
                 try checkWebSocket(host: decision.host, policy: decision.policy)
                 route.webSocket = true
+                // An upgrade exists only in HTTP/1.1: never a stream of an h2 connection.
+                route.plan.requiresHTTP1 = true
                 // Put back after the policy's header rules, so they cannot unmake the handshake.
                 MessageRules.addUpgradeFields(&route.upstreamHead.headers, protocol: "websocket")
             }

@@ -62,7 +62,7 @@ final class ProxyServices: Sendable {
     func checkoutNow(_ plan: DialPlan, on loop: any EventLoop) -> Checkout {
         let policy = plan.policy
         // Only TLS negotiates HTTP/2 (ALPN); `upstream_protocol: http1` never offers it.
-        let mayMultiplex = plan.tls && policy?.spec.upstreamProtocol != .http1
+        let mayMultiplex = plan.tls && policy?.spec.upstreamProtocol != .http1 && !plan.requiresHTTP1
         let acquired = pool.acquireNow(
             plan.poolKey, limit: policy?.spec.maxUpstreamConnections ?? 64,
             queueTimeout: TimeAmount(policy?.spec.queueTimeout ?? .seconds(5)), mayMultiplex: mayMultiplex, on: loop)

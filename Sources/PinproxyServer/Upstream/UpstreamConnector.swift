@@ -21,10 +21,19 @@ struct DialPlan: Sendable {
     var handshakeTimeout: TimeAmount
     /// False for probes: they update expiry and TLS info, not the traffic counters.
     var countsTraffic = true
+    /// The request needs an HTTP/1.1 connection (a WebSocket upgrade): the
+    /// dial offers only `http/1.1` in ALPN and an h2 connection is never leased.
+    var requiresHTTP1 = false
 
-    /// The pool key for this plan.
+    /// The pool key for this plan. HTTP/1.1-only connections are pooled apart,
+    /// so that a request that needs one never gets an h2 connection's stream.
     var poolKey: UpstreamPool.Key {
-        UpstreamPool.Key(digest: policy?.digest ?? "-", host: host.lowercased(), port: port, tls: tls)
+        UpstreamPool.Key(digest: policy?.digest ?? "-", host: host.lowercased(), port: port, tls: tls, http1Only: requiresHTTP1)
+    }
+
+    /// The ALPN offer that replaces the policy's for this dial, if any.
+    var applicationProtocols: [String]? {
+        requiresHTTP1 && (policy?.tlsContext.configuration.applicationProtocols.contains("h2") ?? false) ? ["http/1.1"] : nil
     }
 }
 
@@ -82,6 +91,7 @@ final class UpstreamConnector: Sendable {
                 try sync.addHandler(TLSHandler(
                     clientContext: policy.tlsContext, serverName: plan.host, verifyHostname: plan.host,
                     sessionKey: "\(policy.digest)|\(plan.host):\(plan.port)",
+                    applicationProtocols: plan.applicationProtocols,
                     verifier: self.pinVerifier(plan: plan, policy: policy, into: evaluation)))
                 // The policy's ALPN offer decides; `h2` swaps the HTTP/1 layers below.
                 try sync.addHandler(UpstreamProtocolSwitch(slot: http2))

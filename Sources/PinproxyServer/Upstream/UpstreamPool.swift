@@ -13,7 +13,9 @@ final class UpstreamPool: @unchecked Sendable {
         var host: String
         var port: Int
         var tls: Bool
-        var description: String { "\(tls ? "https" : "http")://\(host):\(port) [\(digest.prefix(12))]" }
+        /// Connections dialled offering only HTTP/1.1 (for WebSocket upgrades).
+        var http1Only = false
+        var description: String { "\(tls ? "https" : "http")://\(host):\(port)\(http1Only ? " http/1.1" : "") [\(digest.prefix(12))]" }
     }
 
     /// What `acquire` hands out: a pooled connection, or the right to dial one.
