@@ -301,6 +301,8 @@ if Context.environment["PINPROXY_FUZZ"] == "1" {
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+            .product(name: "NIOHPACK", package: "swift-nio-http2"),
         ],
         path: "Fuzz/Sources"
     ))

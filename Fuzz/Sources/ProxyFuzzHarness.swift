@@ -3,6 +3,7 @@ import Logging
 import NIOCore
 import NIOEmbedded
 import NIOHTTP1
+import NIOHTTP2
 import PinproxyPolicy
 import PinproxyTLS
 
@@ -104,23 +105,49 @@ struct RenderingLogHandler: LogHandler {
     }
 }
 
-/// One client connection for one input: the listener's pipeline, or an
+/// One client connection for one input: the listener's pipeline, an
 /// intercepted session's after its TLS layer (as `SessionInstaller.intercept`
-/// builds it, without the `TLSHandler`).
+/// builds it, without the `TLSHandler`), or one HTTP/2 stream of an
+/// intercepted session (`ClientProtocolSwitch.configureStream`, fed frame
+/// payloads as NIO's HTTP/2 handler would hand them on).
 final class FuzzSession {
+    enum Shape {
+        case listener
+        case intercepted
+        case http2Stream
+    }
+
     let harness = ProxyFuzzHarness.shared
     let loop = EmbeddedEventLoop()
     let client: EmbeddedChannel
     /// Everything written to the app.
     var output: [UInt8] = []
-    private var pending: [ObjectIdentifier: [UInt8]] = [:]
+    /// Every upstream's bytes through NIO's own request decoder: the check
+    /// that no app request becomes two upstream (smuggling).
+    private var upstreamParsers: [ObjectIdentifier: RequestCounter] = [:]
+    let shape: Shape
 
-    init(intercepted: Bool) {
+    convenience init(intercepted: Bool) {
+        self.init(intercepted ? .intercepted : .listener)
+    }
+
+    init(_ shape: Shape) {
+        self.shape = shape
         harness.upstreams = []
         client = EmbeddedChannel(loop: loop)
         client.connect(to: try! SocketAddress(ipAddress: "127.0.0.1", port: 50_000), promise: nil)
         let services = harness.services
-        if intercepted {
+        if shape == .http2Stream {
+            let limits = services.store.snapshot.config.limits
+            let policy = services.store.snapshot.policy(forHost: "intercept.test")!
+            let timer = RequestHeadTimer(headerTimeout: Self.amount(limits.headerTimeout), idleTimeout: Self.amount(limits.idleTimeout),
+                                         maxHeadBytes: limits.maxHeaderBytes)
+            try! ClientProtocolSwitch.configureStream(
+                client.pipeline.syncOperations, idleTimeout: Self.amount(limits.idleTimeout),
+                exchange: HTTPExchangeHandler(
+                    services: services, interception: RequestRouter.Interception(host: "intercept.test", port: 443, policy: policy),
+                    clientAddress: "127.0.0.1:50000", headTimer: timer.makeSibling(), limits: limits, clientProtocol: .h2))
+        } else if shape == .intercepted {
             let limits = services.store.snapshot.config.limits
             let policy = services.store.snapshot.policy(forHost: "intercept.test")!
             let timer = RequestHeadTimer(headerTimeout: Self.amount(limits.headerTimeout), idleTimeout: Self.amount(limits.idleTimeout),
@@ -149,6 +176,27 @@ final class FuzzSession {
         settle()
     }
 
+    /// One frame payload on the HTTP/2 stream (`.http2Stream` only).
+    func clientSends(_ payload: HTTP2Frame.FramePayload) {
+        guard client.isActive else { return }
+        _ = try? client.writeInbound(payload)
+        settle()
+    }
+
+    /// Request heads each upstream has received whole, by NIO's decoder; a
+    /// byte stream it cannot parse counts as a request too (something went
+    /// up that is no well-framed request).
+    func upstreamRequestCount() -> Int {
+        var total = 0
+        for upstream in harness.upstreams {
+            let counter = upstreamParsers[ObjectIdentifier(upstream)] ?? RequestCounter()
+            upstreamParsers[ObjectIdentifier(upstream)] = counter
+            while let buffer = try? upstream.readOutbound(as: ByteBuffer.self) { counter.feed(buffer) }
+            total += counter.requests + (counter.broken ? 1 : 0)
+        }
+        return total
+    }
+
     /// Bytes from the newest upstream that is still open.
     func upstreamSends(_ bytes: ArraySlice<UInt8>) {
         guard let upstream = harness.upstreams.last(where: \.isActive) else { return }
@@ -163,15 +211,11 @@ final class FuzzSession {
 
     /// Every upstream that has received a whole request head answers it with a small response.
     func upstreamsAnswer() {
+        _ = upstreamRequestCount()
         for upstream in harness.upstreams where upstream.isActive {
-            var seen = pending[ObjectIdentifier(upstream), default: []]
-            while let buffer = try? upstream.readOutbound(as: ByteBuffer.self) { seen += buffer.readableBytesView }
-            var answers = 0
-            while let end = Self.headEnd(seen) {
-                seen.removeFirst(end)
-                answers += 1
-            }
-            pending[ObjectIdentifier(upstream)] = seen
+            let counter = upstreamParsers[ObjectIdentifier(upstream)]!
+            let answers = counter.requests - counter.answered
+            counter.answered = counter.requests
             for _ in 0..<answers where upstream.isActive {
                 _ = try? upstream.writeInbound(ByteBuffer(string: "HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello"))
                 settle()
@@ -209,11 +253,33 @@ final class FuzzSession {
         return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 
-    private static func headEnd(_ bytes: [UInt8]) -> Int? {
-        guard bytes.count >= 4 else { return nil }
-        for i in 0...(bytes.count - 4) where bytes[i] == 13 && bytes[i + 1] == 10 && bytes[i + 2] == 13 && bytes[i + 3] == 10 {
-            return i + 4
-        }
-        return nil
+}
+
+/// NIO's HTTP/1 request decoder over a byte stream (what an upstream
+/// received, or what the app sent): the request heads in it, and whether it
+/// stopped parsing.
+final class RequestCounter {
+    private let channel = EmbeddedChannel()
+    private(set) var requests = 0
+    var answered = 0
+    private(set) var broken = false
+
+    init() {
+        try! channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)))
     }
+
+    func feed(_ buffer: ByteBuffer) {
+        guard !broken else { return }
+        do {
+            try channel.writeInbound(buffer)
+        } catch {
+            broken = true
+            return
+        }
+        while let part = try? channel.readInbound(as: HTTPServerRequestPart.self) {
+            if case .head = part { requests += 1 }
+        }
+    }
+
+    deinit { _ = try? channel.finish(acceptAlreadyClosed: true) }
 }

@@ -1,15 +1,74 @@
-/// Target `request`: the app's bytes. The first byte picks the connection
-/// (even: an intercepted session for intercept.test after its TLS layer;
-/// odd: the listener, absolute-form and CONNECT); the rest is cut into reads.
-/// After each read every upstream that has a whole request head answers it.
+import Foundation
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+
+/// Target `request`: the app's bytes. The first byte picks the connection:
+/// `H`, one HTTP/2 stream of an intercepted session; otherwise even, an
+/// intercepted session for intercept.test after its TLS layer; odd, the
+/// listener (absolute-form and CONNECT). The rest is cut into reads (for
+/// HTTP/2, into frames: see `frame`). After each read every upstream that
+/// has a whole request head answers it.
+///
+/// The differential check: NIO's own HTTP/1 decoder reads what every
+/// upstream received, and no upstream may see more requests than the app
+/// made (one per HTTP/2 stream; as many as NIO's decoder finds in the
+/// intercepted app's bytes). A body smuggled behind a head would be a
+/// second request there.
 enum RequestTarget {
+    static let http2Mode = UInt8(ascii: "H")
+
     static func run(_ input: [UInt8]) {
         guard let mode = input.first else { return }
+        if mode == http2Mode { return runStream(input.dropFirst()) }
         let session = FuzzSession(intercepted: mode & 1 == 0)
+        let app = RequestCounter()
         for segment in FuzzInput.segments(input.dropFirst()) {
+            app.feed(ByteBuffer(bytes: segment))
             session.clientSends(segment)
             session.upstreamsAnswer()
         }
+        if session.shape == .intercepted {
+            let upstream = session.upstreamRequestCount()
+            precondition(upstream <= app.requests, "upstreams received \(upstream) requests for the app's \(app.requests)")
+        }
         session.finish()
+    }
+
+    private static func runStream(_ input: ArraySlice<UInt8>) {
+        let session = FuzzSession(.http2Stream)
+        for segment in FuzzInput.segments(input) {
+            guard let payload = frame(segment) else { continue }
+            session.clientSends(payload)
+            session.upstreamsAnswer()
+        }
+        let upstream = session.upstreamRequestCount()
+        precondition(upstream <= 1, "upstreams received \(upstream) requests for one HTTP/2 stream")
+        session.finish()
+    }
+
+    /// A segment as a frame payload: its first byte's low two bits pick
+    /// HEADERS, DATA, trailers (HEADERS ending the stream) or an empty DATA
+    /// ending it; bit 2 sets END_STREAM. A HEADERS block is the rest as
+    /// `name: value` lines (pseudo-headers included), a DATA payload the rest.
+    static func frame(_ segment: ArraySlice<UInt8>) -> HTTP2Frame.FramePayload? {
+        guard let kind = segment.first else { return nil }
+        let rest = segment.dropFirst()
+        let endStream = kind & 4 != 0
+        switch kind & 3 {
+        case 0, 2:
+            var headers = HPACKHeaders()
+            for line in String(decoding: rest, as: UTF8.self).split(separator: "\n") {
+                let trimmed = line.hasPrefix(":") ? line.dropFirst() : line[...]
+                guard let colon = trimmed.firstIndex(of: ":") else { continue }
+                let name = (line.hasPrefix(":") ? ":" : "") + trimmed[..<colon].trimmingCharacters(in: .whitespaces)
+                headers.add(name: name, value: trimmed[trimmed.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+            }
+            return .headers(.init(headers: headers, endStream: endStream || kind & 3 == 2))
+        case 1:
+            return .data(.init(data: .byteBuffer(ByteBuffer(bytes: rest)), endStream: endStream))
+        default:
+            return .data(.init(data: .byteBuffer(ByteBuffer()), endStream: true))
+        }
     }
 }

@@ -87,11 +87,8 @@ final class ClientProtocolSwitch: ChannelInboundHandler, RemovableChannelHandler
                 // Flow control follows the upstream: a stream's DATA is read (and
                 // its window reopened) only when its exchange asks, as on HTTP/1.
                 try stream.syncOptions?.setOption(.autoRead, value: false)
-                let sync = stream.pipeline.syncOperations
-                try sync.addHandler(HeadersOnlyResponseMerger())
-                try sync.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
-                try sync.addHandler(HTTP2RequestFramer(idleTimeout: idleTimeout))
-                try sync.addHandler(makeExchangeHandler.value())
+                try Self.configureStream(stream.pipeline.syncOperations, idleTimeout: idleTimeout,
+                                         exchange: makeExchangeHandler.value())
             }
         }
         let events = HTTP2ClientConnectionEvents(logger: logger)
@@ -105,6 +102,16 @@ final class ClientProtocolSwitch: ChannelInboundHandler, RemovableChannelHandler
         // each stream's window (opened as its exchange reads) is the backpressure.
         try context.channel.syncOptions?.setOption(.autoRead, value: true)
         context.read()
+    }
+
+    /// One app stream's pipeline, from its frames to its exchange (the fuzz
+    /// target builds its HTTP/2 streams with this too).
+    static func configureStream(_ sync: ChannelPipeline.SynchronousOperations, idleTimeout: TimeAmount,
+                                exchange: HTTPExchangeHandler) throws {
+        try sync.addHandler(HeadersOnlyResponseMerger())
+        try sync.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
+        try sync.addHandler(HTTP2RequestFramer(idleTimeout: idleTimeout))
+        try sync.addHandler(exchange)
     }
 
     /// Streams an app may open at once on one connection (SETTINGS_MAX_CONCURRENT_STREAMS).
