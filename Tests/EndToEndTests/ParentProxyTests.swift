@@ -141,4 +141,37 @@ struct ParentProxyTests {
         #expect(refused.body.contains("refused CONNECT 127.0.0.1:\(wrong.server.port): 401"), "\(refused.body)")
         #expect(!wrong.proxy.log.contains("nope"), "the parent's password is never logged")
     }
+
+    /// The SSRF guard vets the parent like any upstream (docs/contract.md §15):
+    /// a parent it refuses is 403 `ssrf_blocked` inside the session, one access
+    /// line, and the process lives (a debug build used to trap on a leaked promise).
+    @Test func aParentTheGuardRefusesIsA403InsideTheSession() throws {
+        let dir = try TemporaryDirectory("pinproxy-parent-guard")
+        let pki = try TestPKI.make(in: dir, names: ["guarded.test"])
+        // Port 9 (discard) is never dialled: the guard refuses 127.0.0.1 first.
+        let proxy = try ProxyHarness(policies: """
+            hosts:
+              - match: guarded.test
+                upstream: 127.0.0.1:9
+                upstream_proxy: http://127.0.0.1:9
+                tls: { ca_file: \(pki.rootCertificate) }
+                probe_interval: 0
+                retries: 0
+              - match: guarded-tunnel.test
+                action: tunnel
+                upstream_proxy: http://127.0.0.1:9
+                probe_interval: 0
+            """, mainConfig: "network:\n  deny_private: true\n  allow: []\n", directory: dir)
+        let refused = try Curl.run("https://guarded.test/", proxy: proxy, directory: dir)
+        #expect(refused.connectStatus == 200)
+        #expect(refused.status == 403, "\(refused.body) \(refused.stderr)")
+        #expect(refused.pinproxyError == "ssrf_blocked", "\(refused.body)")
+        #expect(refused.body.contains("parent proxy"), "\(refused.body)")
+        let lines = proxy.waitForAccessLog(count: 1)
+        #expect(lines.filter { ($0["host"] as? String) == "guarded.test" }.count == 1, "\(lines)")
+
+        let tunnel = try Curl.run("https://guarded-tunnel.test/", proxy: proxy, directory: dir)
+        #expect(tunnel.connectStatus == 403, "\(tunnel.stderr)")
+        #expect(proxy.process.isRunning, "\(proxy.log)")
+    }
 }

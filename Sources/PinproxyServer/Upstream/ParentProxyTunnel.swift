@@ -30,6 +30,8 @@ enum ParentProxyTunnel {
             .flatMapErrorThrowing { error in
                 var refusal = UpstreamConnector.dialFailure(error, target: parentAddress, plan: plan)
                 refusal.detail = "parent proxy \(parent): \(refusal.detail)"
+                // No channel, so no handler will ever answer: the promise ends here.
+                answered.fail(refusal)
                 throw refusal
             }
             .flatMap { channel in
