@@ -52,6 +52,7 @@ final class HTTP2RequestFramer: ChannelInboundHandler {
                 return
             }
             state = .holding(head)
+            guard idleTimeout > .zero else { return }  // idle_timeout 0: no deadline, as for bodies
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             stall = context.eventLoop.scheduleTask(in: idleTimeout) {
                 let (framer, context) = bound.value
