@@ -68,6 +68,28 @@ struct StatusPageTests {
         #expect(html.components(separatedBy: "data-kind=\"pin\"").count - 1 == 5)
     }
 
+    /// Issue 27 item 6: a combining mark or a prepended format character
+    /// makes `<` or `"` part of a larger grapheme cluster; the escaping must
+    /// still catch it. A parent proxy's reason phrase reaches the page as a
+    /// probe's detail, a session name sits in an attribute.
+    @Test func escapingHoldsAgainstCombiningMarks() throws {
+        let detail = "parent proxy said 502 \u{0600}<meta http-equiv=refresh content=0;url=data:,x>"
+        let probe = ProbeStatus(success: false, at: AdminFixture.now, error: "upstream_connect_failed", detail: detail)
+        let session = SessionSummary(name: "a\"\u{0301} onclick=\"x", flow: "client_credentials", status: .needsReauthorization(reason: "e\u{0301}<i>"))
+        let store = try AdminFixture(policies: Self.policies).store()
+        let model = StatusPageModel(snapshot: store.snapshot, lastReload: nil, now: AdminFixture.now,
+                                    probe: { $0 == "steady.example.com" ? probe : nil }, verdicts: { _ in [:] },
+                                    observed: [], sessions: [session])
+        let html = StatusPageHTML.render(model)
+        // Bytes, not Characters: a Character search has the same blind spot.
+        func has(_ needle: String) -> Bool { Data(html.utf8).range(of: Data(needle.utf8)) != nil }
+        #expect(!has("<meta http-equiv=refresh"))
+        #expect(has("\u{0600}&lt;meta http-equiv=refresh content=0;url=data:,x&gt;"))
+        #expect(!has("\"\u{0301} onclick"))
+        #expect(has("data-session=\"a&quot;\u{0301} onclick=&quot;x\""))
+        #expect(!has("<i>") && has("e\u{0301}&lt;i&gt;"))
+    }
+
     @Test func theRouteServesTheHTMLUnderAStrictPolicy() async throws {
         let store = try AdminFixture(policies: Self.policies).store()
         let leaf = ObservedCertificateInfo(spkiSHA256: AdminFixture.pin(9), subject: "CN=steady.example.com", issuer: "CN=Inter",

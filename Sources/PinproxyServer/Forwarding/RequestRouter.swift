@@ -103,6 +103,8 @@ enum RequestRouter {
         decision.host = host
         let policy = snapshot.policy(forHost: host)
         decision.policy = policy
+        // The credential before the host (docs/contract.md §15): a 407 whatever the host.
+        try client.authenticated(host: host, config: snapshot.config)
         try checkAllowed(host: host, policy: policy, snapshot: snapshot)
         // A client the policy does not admit never reaches the upstream (nor its token).
         try client.admit(host: host, policy: policy, config: snapshot.config)
