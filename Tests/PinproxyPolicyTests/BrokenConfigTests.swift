@@ -240,10 +240,13 @@ struct BrokenConfigTests {
         let tree = try ConfigTree(policies: ["p.yaml": """
             hosts:
               - match: one.example.com
+                action: tunnel
                 ports: 8443
               - match: two.example.com
+                action: tunnel
                 ports: [443, 8443, 443]
               - match: none.example.com
+                action: tunnel
               - match: denied.example.com
                 action: deny
                 ports: [443]
@@ -256,7 +259,7 @@ struct BrokenConfigTests {
         #expect(none.ports == nil)
         #expect(none.allowedPorts(for: .connect) == [443] && none.allowedPorts(for: .absoluteForm) == [80, 443])
         #expect(tree.rendered(result.warnings) == [
-            "policies/p.yaml:9:5: warning: `ports` has no effect on a policy with `action: deny`: every port of the host is refused",
+            "policies/p.yaml:12:5: warning: `ports` has no effect on a policy with `action: deny`: every port of the host is refused",
         ])
     }
 
