@@ -28,6 +28,7 @@ enum ExplanationText {
         let location = spec.location
         field("policy:", "\(spec.match.text) (\(location.file):\(location.line):\(location.column))")
         field("action:", spec.action.rawValue)
+        if spec.action != .deny { field("ports:", spec.portsText) }
         if !spec.upstream.isEmpty { field("upstream:", spec.upstream.map(\.description).joined(separator: ", ")) }
         if spec.action == .intercept {
             field("tls:", tlsLine(spec.tls))

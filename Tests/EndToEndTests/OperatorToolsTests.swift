@@ -31,6 +31,7 @@ struct OperatorToolsTests {
             \(try pins(pki))
               - match: "*.cdn.test"
                 action: tunnel
+                ports: [443, 8443]
               - match: blocked.test
                 action: deny
             """)
@@ -61,7 +62,14 @@ struct OperatorToolsTests {
         #expect(wildcard.stdout.contains("explain img.cdn.test:8443"))
         #expect(Self.line(wildcard.stdout, startingWith: "  img.cdn.test ")?.hasSuffix("no policy") == true, "\(wildcard.stdout)")
         #expect(Self.line(wildcard.stdout, startingWith: "  *.cdn.test ")?.contains("policy *.cdn.test (") == true)
+        #expect(wildcard.stdout.contains("ports:    443, 8443 (ports:)"), "\(wildcard.stdout)")
         #expect(wildcard.stdout.contains("answer:   tunnelled: policy *.cdn.test"))
+        #expect(exact.stdout.contains("ports:    443 for CONNECT, 80, 443 for http:// requests"), "\(exact.stdout)")
+        // A port outside the defaults: refused, and explain says an http:// request could reach port 80.
+        let port80 = try PinproxyBinary.run(["explain", "api.test:80", "--config", s.config])
+        #expect(port80.status == 1, "a refusal exits 1")
+        #expect(port80.stdout.contains("answer:   403 port_denied: policy api.test ("), "\(port80.stdout)")
+        #expect(port80.stdout.contains("an absolute-form http://api.test:80/ request is allowed"), "\(port80.stdout)")
 
         let unmatched = try PinproxyBinary.run(["explain", "nowhere.test", "--config", s.config])
         #expect(unmatched.status == 1, "a refusal exits 1")

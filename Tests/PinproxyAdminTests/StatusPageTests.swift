@@ -68,6 +68,37 @@ struct StatusPageTests {
         #expect(html.components(separatedBy: "data-kind=\"pin\"").count - 1 == 5)
     }
 
+    /// Issue 27 item 6: a combining mark or a prepended format character
+    /// makes `<` or `"` part of a larger grapheme cluster; the escaping must
+    /// still catch it. A parent proxy's reason phrase reaches the page as a
+    /// probe's detail, a session name sits in an attribute.
+    @Test func escapingHoldsAgainstCombiningMarks() throws {
+        let detail = "parent proxy said 502 \u{0600}<meta http-equiv=refresh content=0;url=data:,x>"
+        let probe = ProbeStatus(success: false, at: AdminFixture.now, error: "upstream_connect_failed", detail: detail)
+        let session = SessionSummary(name: "a\"\u{0301} onclick=\"x", flow: "client_credentials", status: .needsReauthorization(reason: "e\u{0301}<i>"))
+        let store = try AdminFixture(policies: Self.policies).store()
+        let model = StatusPageModel(snapshot: store.snapshot, lastReload: nil, now: AdminFixture.now,
+                                    probe: { $0 == "steady.example.com" ? probe : nil }, verdicts: { _ in [:] },
+                                    observed: [], sessions: [session])
+        let html = StatusPageHTML.render(model)
+        // Bytes, not Characters: a Character search has the same blind spot.
+        func has(_ needle: String) -> Bool { Data(html.utf8).range(of: Data(needle.utf8)) != nil }
+        // The needles are built outside `#expect`: its expansion trips over these literals.
+        let rawMeta = "<meta http-equiv=refresh"
+        let escapedMeta = "\u{0600}&lt;meta http-equiv=refresh content=0;url=data:,x&gt;"
+        let rawQuote = "\"\u{0301} onclick"
+        let escapedAttribute = "data-session=\"a&quot;\u{0301} onclick=&quot;x\""
+        let escapedReason = "e\u{0301}&lt;i&gt;"
+        let rawItalic = "<i>"
+        let checks: KeyValuePairs<String, Bool> = [
+            "no raw meta tag": !has(rawMeta), "the probe detail escaped": has(escapedMeta),
+            "no raw quote in the attribute": !has(rawQuote), "the session name escaped": has(escapedAttribute),
+            "no raw italic tag": !has(rawItalic), "the reason escaped": has(escapedReason),
+        ]
+        let failed = checks.filter { !$0.value }.map(\.key)
+        #expect(failed.isEmpty, "\(failed)")
+    }
+
     @Test func theRouteServesTheHTMLUnderAStrictPolicy() async throws {
         let store = try AdminFixture(policies: Self.policies).store()
         let leaf = ObservedCertificateInfo(spkiSHA256: AdminFixture.pin(9), subject: "CN=steady.example.com", issuer: "CN=Inter",

@@ -161,6 +161,25 @@ struct BrokenConfigTests {
               - match: a.example.com
                 websocket: maybe
             """, expected: ["policies/p.yaml:3:16: error: `websocket` must be one of `allow`, `deny`, not `maybe`"]),
+        Case(name: "ports out of range or not numbers", policy: """
+            hosts:
+              - match: a.example.com
+                ports: [443, 0, 65536, https]
+            """, expected: [
+                "policies/p.yaml:3:18: error: `ports` must list port numbers from 1 to 65535, not `0`",
+                "policies/p.yaml:3:21: error: `ports` must list port numbers from 1 to 65535, not `65536`",
+                "policies/p.yaml:3:28: error: `ports` must list port numbers from 1 to 65535, not `https`",
+            ]),
+        Case(name: "ports empty", policy: """
+            hosts:
+              - match: a.example.com
+                ports: []
+            """, expected: ["policies/p.yaml:3:12: error: `ports` lists no port: name at least one (1–65535), or write `action: deny` to refuse the host"]),
+        Case(name: "ports misspelt", policy: """
+            hosts:
+              - match: a.example.com
+                port: [8443]
+            """, expected: ["policies/p.yaml:3:5: error: unknown key `port` in `hosts[]`; did you mean `ports`?"]),
         Case(name: "policies path that does not exist", main: "policies: nowhere\n", policy: "hosts: []\n",
              expected: ["pinproxy.yaml:1:11: error: policies path nowhere does not exist"]),
     ]
@@ -213,6 +232,35 @@ struct BrokenConfigTests {
             "message": "TLS 1.1 is below 1.2: the upstream leg may negotiate a legacy protocol"}]}
 
             """)
+    }
+
+    /// `ports:` (issue 27 item 10): one number or a list, repeats dropped;
+    /// absent means the defaults; on a deny policy it is a warning.
+    @Test func portsAreReadAndOnADenyPolicyWarn() throws {
+        let tree = try ConfigTree(policies: ["p.yaml": """
+            hosts:
+              - match: one.example.com
+                action: tunnel
+                ports: 8443
+              - match: two.example.com
+                action: tunnel
+                ports: [443, 8443, 443]
+              - match: none.example.com
+                action: tunnel
+              - match: denied.example.com
+                action: deny
+                ports: [443]
+            """])
+        let result = tree.loader().load()
+        let snapshot = try #require(result.snapshot, "\(result.diagnostics)")
+        #expect(snapshot.policy(forHost: "one.example.com")?.spec.ports == [8443])
+        #expect(snapshot.policy(forHost: "two.example.com")?.spec.ports == [443, 8443])
+        let none = try #require(snapshot.policy(forHost: "none.example.com")?.spec)
+        #expect(none.ports == nil)
+        #expect(none.allowedPorts(for: .connect) == [443] && none.allowedPorts(for: .absoluteForm) == [80, 443])
+        #expect(tree.rendered(result.warnings) == [
+            "policies/p.yaml:12:5: warning: `ports` has no effect on a policy with `action: deny`: every port of the host is refused",
+        ])
     }
 
     @Test func transitionWindowAlreadyOverWarns() throws {

@@ -16,6 +16,7 @@ struct RequestExplanationTests {
           - match: "*.cdn.example.com"
             action: tunnel
           - match: "**.example.com"
+            ports: [443, 8443]
             pins:
               mode: report
               spki_sha256: [{pin: "\(Fixture.pin(3))"}, {pin: "\(Fixture.pin(4))"}]
@@ -56,6 +57,25 @@ struct RequestExplanationTests {
         let deep = RequestExplanation(host: "a.b.example.com", port: 8443, snapshot: snapshot, at: Fixture.now, horizon: .seconds(86400))
         #expect(deep.policy?.match.text == "**.example.com")
         #expect(deep.answerText.contains("report mode"))
+    }
+
+    /// Issue 27 item 10: `explain HOST:PORT` judges the port as a CONNECT would.
+    @Test func aPortOutsideThePolicysPortsIsRefused() throws {
+        let snapshot = try snapshot()
+        func answer(_ host: String, _ port: Int) -> String {
+            RequestExplanation(host: host, port: port, snapshot: snapshot, at: Fixture.now, horizon: .seconds(86400)).answerText
+        }
+        let tunnel = answer("img.cdn.example.com", 8443)
+        #expect(tunnel.hasPrefix("403 port_denied: policy *.cdn.example.com ("), "\(tunnel)")
+        #expect(tunnel.hasSuffix("does not allow port 8443 of img.cdn.example.com (no `ports:`, so CONNECT may reach only 443); list 8443 under its `ports:` to allow it"),
+                "\(tunnel)")
+        let plain = answer("api.example.com", 80)
+        #expect(plain.hasPrefix("403 port_denied: policy api.example.com"))
+        #expect(plain.hasSuffix("an absolute-form http://api.example.com:80/ request is allowed"), "\(plain)")
+        #expect(answer("a.b.example.com", 9443).contains("(ports: [443, 8443])"))
+        #expect(answer("a.b.example.com", 8443).hasPrefix("intercepted:"))
+        #expect(answer("blocked.example.org", 8443).hasPrefix("403 host_denied:"), "a denied host is denied before its port")
+        #expect(answer("elsewhere.test", 8443).hasPrefix("403 host_denied:"))
     }
 
     @Test func anUnmatchedHostIsDeniedByDefault() throws {

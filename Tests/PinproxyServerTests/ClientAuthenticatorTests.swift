@@ -66,6 +66,35 @@ struct ClientAuthenticatorTests {
         #expect(authenticator.authenticate(Self.header("billing", Self.password), address: Self.address, identities: Self.identities) == .identified("billing"))
     }
 
+    /// Issue 27 item 7: an unknown name runs one PBKDF2 shaped like the
+    /// configured hashes (their most common iteration count), not
+    /// `pinproxy passwd`'s 150,000, which set unknown names apart by timing.
+    @Test func anUnknownNameCostsOnePBKDF2ShapedLikeTheConfiguredHashes() {
+        func identity(_ name: String, _ iterations: Int) -> ClientIdentity {
+            ClientIdentity(name: name, passwordHash: PasswordHash.make(password: "pw-\(name)", iterations: iterations), from: [], location: .embeddedDefaults)
+        }
+        let identities = ["a": identity("a", 20_000), "b": identity("b", 20_000), "c": identity("c", 30_000)]
+        let seen = NIOLockedValueBox<[PasswordHash]>([])
+        let authenticator = ClientAuthenticator(verify: { hash, password in
+            seen.withLockedValue { $0.append(hash) }
+            return hash.verify(password)
+        })
+        #expect(authenticator.authenticate(Self.header("mallory", "x"), address: Self.address, identities: identities)
+                == .rejected(label: "_unknown", detail: "wrong name or password"))
+        let decoys = seen.withLockedValue { $0 }
+        #expect(decoys.count == 1, "one PBKDF2 for an unknown name")
+        #expect(decoys.first?.iterations == 20_000)
+        #expect(decoys.first?.salt.count == PasswordHash.saltLength && decoys.first?.hash.count == PasswordHash.hashLength)
+        #expect(decoys.first.map { identities.values.map(\.passwordHash).contains($0) } == false, "the decoy is no identity's hash")
+        // A wrong password for a known name does the same work.
+        _ = authenticator.authenticate(Self.header("a", "wrong"), address: [127, 0, 0, 11], identities: identities)
+        #expect(seen.withLockedValue { $0.count } == 2 && seen.withLockedValue { $0[1].iterations } == 20_000)
+        // The decoy follows the configuration: a tie goes to the larger count, none configured is passwd's.
+        #expect(ClientAuthenticator.decoy(for: ["b": identity("b", 20_000), "c": identity("c", 30_000)]).iterations == 30_000)
+        #expect(ClientAuthenticator.decoy(for: Self.identities).iterations == 10_000)
+        #expect(ClientAuthenticator.decoy(for: [:]).iterations == PasswordWorkFactor.defaultIterations)
+    }
+
     @Test func noHeaderIsAnonymousAndGarbageIsRejected() {
         let authenticator = ClientAuthenticator()
         #expect(authenticator.authenticate([], address: Self.address, identities: Self.identities) == .anonymous)

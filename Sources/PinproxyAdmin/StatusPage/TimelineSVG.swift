@@ -72,20 +72,23 @@ extension Double {
 }
 
 /// Text into HTML (element content and double-quoted attributes alike).
+/// It walks Unicode scalars, not `Character`s: a grapheme cluster such as
+/// U+0600 + `<` or `"` + U+0301 compares unequal to `<` or `"`, so escaping
+/// per character would let the markup through raw.
 enum HTMLText {
     static func escape(_ text: String) -> String {
-        var out = ""
+        var out = String.UnicodeScalarView()
         out.reserveCapacity(text.utf8.count)
-        for character in text {
-            switch character {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&#39;"
-            default: out.append(character)
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "&": out.append(contentsOf: "&amp;".unicodeScalars)
+            case "<": out.append(contentsOf: "&lt;".unicodeScalars)
+            case ">": out.append(contentsOf: "&gt;".unicodeScalars)
+            case "\"": out.append(contentsOf: "&quot;".unicodeScalars)
+            case "'": out.append(contentsOf: "&#39;".unicodeScalars)
+            default: out.append(scalar)
             }
         }
-        return out
+        return String(out)
     }
 }

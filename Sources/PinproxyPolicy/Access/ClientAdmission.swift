@@ -43,7 +43,7 @@ public enum ClientAdmission {
             return .denied(detail: "identity \(name) may connect only from \(from) (clients.identities.\(name).from); \(addressText(client)) is outside")
         }
         if config.requireIdentity, client.identity == nil {
-            return .credentialRequired(detail: "clients.require_identity is true: authenticate with Proxy-Authorization: Basic (HTTPS_PROXY=http://NAME:PASSWORD@HOST:PORT)")
+            return .credentialRequired(detail: requireIdentityDetail)
         }
         guard let policy, let rules = policy.clients else { return .admitted }
         for rule in rules {
@@ -84,6 +84,10 @@ public enum ClientAdmission {
         if let name = principal.identity { config.identities[name]?.from = [] }
         return decide(principal, host: host, policy: snapshot.policy(forHost: host)?.spec, config: config)
     }
+
+    /// The 407's detail when `clients.require_identity` is true and no identity was proved.
+    public static let requireIdentityDetail =
+        "clients.require_identity is true: authenticate with Proxy-Authorization: Basic (HTTPS_PROXY=http://NAME:PASSWORD@HOST:PORT)"
 
     private static func addressText(_ client: ClientPrincipal) -> String {
         client.address.map(IPAddress.format) ?? "an unknown address"

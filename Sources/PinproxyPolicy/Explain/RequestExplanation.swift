@@ -65,7 +65,7 @@ public struct RequestExplanation: Sendable {
                 }
             }
         } ?? []
-        answer = Self.answer(host: host, spec: spec, defaultAction: snapshot.defaultAction, at: at)
+        answer = Self.answer(host: host, port: port, spec: spec, defaultAction: snapshot.defaultAction, at: at)
     }
 
     /// The forms `HostMatcher.match` tries, in order: the name, `*.` of its
@@ -82,7 +82,9 @@ public struct RequestExplanation: Sendable {
         return forms
     }
 
-    static func answer(host: String, spec: HostPolicySpec?, defaultAction: PinproxyConfig.DefaultAction, at: Date) -> Answer {
+    /// The answer to `CONNECT host:port`, as the proxy decides it: the host,
+    /// then the policy's `ports:`, then the pins.
+    static func answer(host: String, port: Int, spec: HostPolicySpec?, defaultAction: PinproxyConfig.DefaultAction, at: Date) -> Answer {
         guard let spec else {
             switch defaultAction {
             case .deny:
@@ -97,8 +99,10 @@ public struct RequestExplanation: Sendable {
         case .deny:
             return .refused(status: 403, code: "host_denied", reason: "\(origin) denies \(host)")
         case .tunnel:
+            if let refused = portRefused(host: host, port: port, spec: spec) { return refused }
             return .tunnelled(reason: "\(origin) tunnels \(host): the CONNECT gets 200 and the bytes are spliced unread (no pins, no token)")
         case .intercept:
+            if let refused = portRefused(host: host, port: port, spec: spec) { return refused }
             guard let pins = spec.pins else {
                 return .intercepted(reason: "\(origin) intercepts \(host) without pins: served when the upstream chain verifies")
             }
@@ -122,6 +126,16 @@ public struct RequestExplanation: Sendable {
             return .intercepted(reason: "\(origin) intercepts \(host): served when the upstream chain verifies and matches one of its "
                                 + "\(count); otherwise 502 pin_mismatch")
         }
+    }
+
+    /// 403 `port_denied` when the policy's `ports:` leave out `port` for a
+    /// CONNECT; an http:// request may still reach it (80 by default), and
+    /// the reason says so.
+    static func portRefused(host: String, port: Int, spec: HostPolicySpec) -> Answer? {
+        guard let refusal = spec.portRefusal(host: host, port: port, kind: .connect) else { return nil }
+        let absolute = spec.portRefusal(host: host, port: port, kind: .absoluteForm) == nil
+            ? "; an absolute-form http://\(host):\(port)/ request is allowed" : ""
+        return .refused(status: 403, code: "port_denied", reason: refusal + absolute)
     }
 
     /// The answer in one line, e.g. `403 host_denied: no policy matches x and default_action is deny`.

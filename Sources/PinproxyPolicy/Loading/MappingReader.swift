@@ -191,6 +191,26 @@ struct MappingReader {
         }
     }
 
+    /// TCP ports (1–65535), a list or one number; each bad item is an error
+    /// at that item, an empty list one at the key. Repeats are dropped.
+    func ports(_ key: String) -> [Int]? {
+        guard let items = list(key, scalarAsList: true) else { return nil }
+        if items.isEmpty {
+            reader.bag.error(valueLocation(key), "`\(key)` lists no port: name at least one (1–65535), or write `action: deny` to refuse the host")
+            return nil
+        }
+        var ports: [Int] = []
+        for item in items {
+            guard let text = reader.text(item, key: key, expected: "a port number (1–65535)") else { continue }
+            guard let port = Int(text), (1...65_535).contains(port) else {
+                reader.bag.error(reader.location(item), "`\(key)` must list port numbers from 1 to 65535, not \(reader.describe(item))")
+                continue
+            }
+            if !ports.contains(port) { ports.append(port) }
+        }
+        return ports
+    }
+
     func strings(_ key: String) -> [String]? {
         guard let items = list(key) else { return nil }
         return items.compactMap { reader.text($0, key: key, expected: "a string") }

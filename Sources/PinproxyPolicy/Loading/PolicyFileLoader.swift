@@ -109,6 +109,10 @@ private struct HostPolicyReader {
             sourceMap: map)
         spec.clients = readClients()
         spec.upstreamProxy = readUpstreamProxy()
+        spec.ports = entry.ports("ports")
+        if spec.ports != nil, spec.action == .deny {
+            bag.warning(entry.keyLocation("ports"), "`ports` has no effect on a policy with `action: deny`: every port of the host is refused")
+        }
         // A policy whose pattern did not parse is reported and dropped.
         return pattern == nil ? nil : spec
     }

@@ -7,6 +7,8 @@ public enum RefusalCode: String, Sendable, Hashable, CaseIterable {
     /// 407 (429 once an address has failed too often): docs/contract.md §15.
     case proxyAuthRequired = "proxy_auth_required"
     case hostDenied = "host_denied"
+    /// A port outside the policy's `ports:` (docs/contract.md §3): 403.
+    case portDenied = "port_denied"
     case ssrfBlocked = "ssrf_blocked"
     case pinMismatch = "pin_mismatch"
     case pinsExpired = "pins_expired"
@@ -47,7 +49,7 @@ public enum UpstreamHandshakeResult: String, Sendable, Hashable, CaseIterable {
         case .tlsCipher: self = .tlsCipher
         case .tlsHandshake: self = .tlsHandshake
         case .upstreamTimeout, .queueTimeout: self = .timeout
-        case .ssrfBlocked, .connectFailed, .hostDenied, .clientDenied, .proxyAuthRequired: self = .connectFailed
+        case .ssrfBlocked, .connectFailed, .hostDenied, .portDenied, .clientDenied, .proxyAuthRequired: self = .connectFailed
         case .badRequest, .hostMismatch, .tokenUnavailable, .upgradeDenied: self = .tlsHandshake
         }
     }

@@ -68,6 +68,9 @@ public struct HostPolicySpec: Sendable, Hashable {
     public var upstreamProxy: UpstreamProxy? = nil
     /// Which HTTP version the upstream leg offers in ALPN (docs/contract.md §11).
     public var upstreamProtocol: UpstreamProtocol = .auto
+    /// `ports:`: the ports a client may ask for, in a CONNECT or an
+    /// absolute-form URL alike; nil: the defaults (`allowedPorts(for:)`).
+    public var ports: [Int]? = nil
     /// The policy file, absolute.
     public var file: String
     public var sourceMap: SourceMap

@@ -22,6 +22,7 @@ enum PolicyDigest {
         put("upgrade_to_tls", s.upgradeToTLS)
         // Only when not the default, so that digests written before the key existed stay.
         if s.websocket != .allow { put("websocket", s.websocket.rawValue) }
+        if let ports = s.ports { put("ports", ports.map(String.init).joined(separator: ",")) }
         put("tls.min_version", s.tls.minimumVersion.rawValue)
         put("tls.allow_legacy_tls", s.tls.allowLegacyTLS)
         put("tls.max_version", s.tls.maximumVersion?.rawValue)

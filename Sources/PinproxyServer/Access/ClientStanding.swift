@@ -56,6 +56,23 @@ enum ClientStanding {
         }
     }
 
+    /// Steps 2 and 3 of docs/contract.md §15, before any host decision: a
+    /// credential that did not check out (407, or 429), or none where
+    /// `clients.require_identity` asks for one (407), is refused whatever the
+    /// host, so a client without a valid credential cannot tell denied hosts
+    /// from allowed ones by the answer.
+    func authenticated(host: String, config: PinproxyConfig) throws {
+        switch self {
+        case .refused(var refusal):
+            refusal.host = host
+            throw refusal
+        case .principal(let principal):
+            if config.requireIdentity, principal.identity == nil {
+                throw ProxyError(.proxyAuthRequired, host: host, detail: ClientAdmission.requireIdentityDetail)
+            }
+        }
+    }
+
     /// Admits the principal to `policy`, or throws the refusal (407 or 403).
     func admit(host: String, policy: HostPolicy?, config: PinproxyConfig) throws {
         switch self {

@@ -113,7 +113,9 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
             let snapshot = services.store.snapshot
             request.identity = client.identity
             request.policy = snapshot.policy(forHost: request.host)
-            try RequestRouter.checkAllowed(host: request.host, policy: request.policy, snapshot: snapshot)
+            // The credential before the host (docs/contract.md §15): a 407 whatever the host.
+            try client.authenticated(host: request.host, config: snapshot.config)
+            try RequestRouter.checkAllowed(host: request.host, port: request.port, kind: .connect, policy: request.policy, snapshot: snapshot)
             // Refused here, a client never reaches the upstream, a tunnel or the session's token.
             try client.admit(host: request.host, policy: request.policy, config: snapshot.config)
             request.intercept = request.policy?.spec.action == .intercept

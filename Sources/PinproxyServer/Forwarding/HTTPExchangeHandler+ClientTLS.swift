@@ -10,6 +10,7 @@ extension HTTPExchangeHandler {
     /// not trust pinproxy's CA is the most common first-hour failure, and it
     /// must not be a quiet info line.
     func clientTLSFailed(_ error: TLSError) {
+        guard !clientHandshakeDone else { return clientTLSEndedAfterHandshake(error) }
         let result: ClientHandshakeResult
         switch error {
         case .certificateRejected: result = .untrustedCA
@@ -25,5 +26,20 @@ extension HTTPExchangeHandler {
         }
         services.instrumentation.clientHandshake(result)
         services.logger.warning("client TLS handshake failed", metadata: metadata)
+    }
+
+    /// A TLS error after a good handshake was counted `ok` already and is no
+    /// handshake result. The common one is an app that hangs up without
+    /// close_notify once its response is framed (most HTTP clients do):
+    /// routine, so debug; anything else (a bad record, a protocol error) is
+    /// said at info, still without counting it as a handshake.
+    private func clientTLSEndedAfterHandshake(_ error: TLSError) {
+        var metadata: Logger.Metadata = ["client": "\(clientAddress)", "error": "\(error)"]
+        if let interception { metadata["connect_host"] = "\(interception.host)" }
+        if case .uncleanShutdown = error {
+            services.logger.debug("client closed without close_notify", metadata: metadata)
+        } else {
+            services.logger.info("client TLS error after the handshake", metadata: metadata)
+        }
     }
 }

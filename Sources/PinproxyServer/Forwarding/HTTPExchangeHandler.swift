@@ -28,6 +28,8 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     private var sweeper: DeadlineSweeper?
     /// The server name the app sent in its TLS hello (intercepted sessions), for the log.
     var clientSNI: String?
+    /// The app's handshake with pinproxy succeeded: a later TLS error is no failed handshake.
+    var clientHandshakeDone = false
     /// The identity of the request routed last, for the `client` label of its refusal.
     private var currentIdentity: String?
     /// Parts read while a credential is checked off the event loop (absolute-form,
@@ -99,6 +101,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case .handshakeCompleted = event as? TLSUserEvent {
+            clientHandshakeDone = true
             services.instrumentation.clientHandshake(.ok)
         }
         // Sent by the listener's quiescing helper when pinproxy shuts down:

@@ -105,7 +105,9 @@ enum RequestRouter {
         decision.host = host
         let policy = snapshot.policy(forHost: host)
         decision.policy = policy
-        try checkAllowed(host: host, policy: policy, snapshot: snapshot)
+        // The credential before the host (docs/contract.md §15): a 407 whatever the host.
+        try client.authenticated(host: host, config: snapshot.config)
+        try checkAllowed(host: host, port: port, kind: .absoluteForm, policy: policy, snapshot: snapshot)
         // A client the policy does not admit never reaches the upstream (nor its token).
         try client.admit(host: host, policy: policy, config: snapshot.config)
         let tls = target.scheme == "https" || (policy?.spec.upgradeToTLS ?? false)
@@ -171,11 +173,16 @@ enum RequestRouter {
                          detail: "policy \(policy.metricLabel) (\(policy.spec.file)) does not allow WebSocket upgrades to \(host) (websocket: deny)")
     }
 
-    /// Deny by policy or by default: the checks that need no upstream.
-    static func checkAllowed(host: String, policy: HostPolicy?, snapshot: PolicySnapshot) throws {
+    /// Deny by policy or by default, then the policy's `ports:`: the checks
+    /// that need no upstream. A host no policy covers under `default_action:
+    /// tunnel` has no `ports:` to check (docs/contract.md §3).
+    static func checkAllowed(host: String, port: Int, kind: RequestKind, policy: HostPolicy?, snapshot: PolicySnapshot) throws {
         if let policy {
             if policy.spec.action == .deny {
                 throw ProxyError(.hostDenied, host: host, detail: "policy \(policy.metricLabel) (\(policy.spec.file)) denies \(host)")
+            }
+            if let refusal = policy.spec.portRefusal(host: host, port: port, kind: kind) {
+                throw ProxyError(.portDenied, host: host, detail: refusal)
             }
         } else if snapshot.defaultAction == .deny {
             throw ProxyError(.hostDenied, host: host, detail: "no policy matches \(host) and default_action is deny")

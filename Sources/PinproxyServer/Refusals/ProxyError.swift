@@ -110,7 +110,7 @@ extension RefusalCode {
     /// The status a client sees for this code.
     public var status: HTTPResponseStatus {
         switch self {
-        case .clientDenied, .hostDenied, .ssrfBlocked, .upgradeDenied: return .forbidden
+        case .clientDenied, .hostDenied, .portDenied, .ssrfBlocked, .upgradeDenied: return .forbidden
         case .pinMismatch, .pinsExpired, .verifyFailed, .tlsVersion, .tlsCipher, .tlsHandshake, .connectFailed: return .badGateway
         case .upstreamTimeout: return .gatewayTimeout
         case .queueTimeout, .tokenUnavailable: return .serviceUnavailable
