@@ -47,6 +47,14 @@ enum RequestTarget {
         session.finish()
     }
 
+    /// A lowercase RFC 9110 token character: what an HTTP/2 field name may hold.
+    static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): return true
+        default: return "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
+    }
+
     /// A segment as a frame payload: its first byte's low two bits pick
     /// HEADERS, DATA, trailers (HEADERS ending the stream) or an empty DATA
     /// ending it; bit 2 sets END_STREAM. A HEADERS block is the rest as
@@ -61,8 +69,14 @@ enum RequestTarget {
             for line in String(decoding: rest, as: UTF8.self).split(separator: "\n") {
                 let trimmed = line.hasPrefix(":") ? line.dropFirst() : line[...]
                 guard let colon = trimmed.firstIndex(of: ":") else { continue }
-                let name = (line.hasPrefix(":") ? ":" : "") + trimmed[..<colon].trimmingCharacters(in: .whitespaces)
-                headers.add(name: name, value: trimmed[trimmed.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+                let name = (line.hasPrefix(":") ? ":" : "") + trimmed[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
+                let value = trimmed[trimmed.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                // Only what NIO's HTTP/2 handler lets through to a stream: its
+                // HPACK decoder and header validation refuse the rest first.
+                guard name.utf8.count > (name.hasPrefix(":") ? 1 : 0), name.utf8.allSatisfy(Self.isTokenByte(_:)) || name.hasPrefix(":"),
+                      name.dropFirst().utf8.allSatisfy(Self.isTokenByte(_:)),
+                      !value.utf8.contains(where: { $0 == 0 || $0 == 10 || $0 == 13 }) else { continue }
+                headers.add(name: name, value: value)
             }
             return .headers(.init(headers: headers, endStream: endStream || kind & 3 == 2))
         case 1:
