@@ -72,6 +72,8 @@ final class ClientProtocolSwitch: ChannelInboundHandler, RemovableChannelHandler
             configuration: .init(maxIdleTime: TimeAmount(limits.idleTimeout), maxAge: nil,
                                  maxGraceTime: nil, keepalive: nil))
         var connection = NIOHTTP2Handler.ConnectionConfiguration()
+        // SETTINGS_MAX_HEADER_LIST_SIZE also bounds a header block as it arrives:
+        // a HEADERS frame and its CONTINUATIONs past it are a connection error.
         connection.initialSettings = [
             HTTP2Setting(parameter: .maxConcurrentStreams, value: Self.maxConcurrentStreams),
             HTTP2Setting(parameter: .maxHeaderListSize, value: limits.maxHeaderBytes),
@@ -80,8 +82,8 @@ final class ClientProtocolSwitch: ChannelInboundHandler, RemovableChannelHandler
         let makeExchangeHandler = NIOLoopBound(self.makeExchangeHandler, eventLoop: context.eventLoop)
         let idleTimeout = TimeAmount(limits.idleTimeout)
         let http2 = NIOHTTP2Handler(
-            mode: .server, eventLoop: context.eventLoop, connectionConfiguration: connection,
-            streamConfiguration: .init(), streamDelegate: manager.http2StreamDelegate
+            mode: .server, eventLoop: context.eventLoop, connectionConfiguration: connection, streamConfiguration: .init(),
+            streamDelegate: StreamEventsInOrder(manager: manager.http2StreamDelegate, eventLoop: context.eventLoop)
         ) { stream in
             stream.eventLoop.makeCompletedFuture {
                 // Flow control follows the upstream: a stream's DATA is read (and
@@ -91,13 +93,17 @@ final class ClientProtocolSwitch: ChannelInboundHandler, RemovableChannelHandler
                                          exchange: makeExchangeHandler.value())
             }
         }
-        let events = HTTP2ClientConnectionEvents(logger: logger)
-        try sync.addHandler(events, position: .after(self))
-        try sync.addHandler(http2, position: .after(events))
+        try sync.addHandler(http2, position: .after(self))
         try sync.addHandler(manager, position: .after(http2))
         // The HTTP/1 decoder leaves the pipeline a tick later: connection-level
-        // frames must end before it.
-        try sync.addHandler(HTTP2ConnectionFrameSink(), position: .after(manager))
+        // frames, and errors, must end before it.
+        try sync.addHandler(HTTP2ConnectionEnd(logger: logger), position: .after(manager))
+        // The manager joins a channel that is already active, and NIO tells only
+        // the handlers present at activation: without this its idle timer never
+        // started, and a connection that opened no stream stayed for ever.
+        // (`NIOHTTP2Handler` saw the channel active when added and has sent its
+        // SETTINGS; the event starts after it, so it does not see it twice.)
+        try sync.context(handler: http2).fireChannelActive()
         // The connection carries every stream's frames, so it always reads;
         // each stream's window (opened as its exchange reads) is the backpressure.
         try context.channel.syncOptions?.setOption(.autoRead, value: true)
@@ -109,6 +115,7 @@ final class ClientProtocolSwitch: ChannelInboundHandler, RemovableChannelHandler
     static func configureStream(_ sync: ChannelPipeline.SynchronousOperations, idleTimeout: TimeAmount,
                                 exchange: HTTPExchangeHandler) throws {
         try sync.addHandler(HeadersOnlyResponseMerger())
+        try sync.addHandler(RequestAuthorityFromHost())
         try sync.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
         try sync.addHandler(HTTP2RequestFramer(idleTimeout: idleTimeout))
         try sync.addHandler(exchange)
@@ -116,31 +123,4 @@ final class ClientProtocolSwitch: ChannelInboundHandler, RemovableChannelHandler
 
     /// Streams an app may open at once on one connection (SETTINGS_MAX_CONCURRENT_STREAMS).
     static let maxConcurrentStreams = 128
-}
-
-/// Takes the connection-level frames (SETTINGS, PING, GOAWAY) the HTTP/2
-/// handlers pass on: nothing after them reads frames.
-final class HTTP2ConnectionFrameSink: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
-}
-
-/// An h2 client connection's own events: a transport error ends the
-/// connection (its streams' exchanges see it close). Shutdown needs nothing
-/// here: the listener's `ChannelShouldQuiesceEvent` passes on to the HTTP/2
-/// connection manager, which answers with a graceful GOAWAY.
-final class HTTP2ClientConnectionEvents: ChannelInboundHandler {
-    typealias InboundIn = ByteBuffer
-    typealias InboundOut = ByteBuffer
-    let logger: Logger
-
-    init(logger: Logger) {
-        self.logger = logger
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        logger.debug("HTTP/2 client connection error", metadata: ["error": "\(error)"])
-        context.close(promise: nil)
-    }
 }
