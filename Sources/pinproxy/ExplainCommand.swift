@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import PinproxyPolicy
+import PinproxyServer
 import PinproxyTLS
 
 /// `pinproxy explain HOST[:PORT]` (docs/contract.md §13): what the proxy would do with
@@ -72,7 +73,7 @@ struct ExplainCommand: AsyncParsableCommand {
         }
         if connect {
             if let policy = snapshot.policy(forHost: explanation.host), policy.spec.action == .intercept {
-                refused = try await !connectAndJudge(explanation, policy: policy.spec, at: instant)
+                refused = try await !connectAndJudge(explanation, policy: policy.spec, network: snapshot.config.network, at: instant)
             } else {
                 print("connect:  skipped: only an intercepted host is handshaken by the proxy")
             }
@@ -81,7 +82,10 @@ struct ExplainCommand: AsyncParsableCommand {
     }
 
     /// Returns whether a request would be served.
-    private func connectAndJudge(_ explanation: RequestExplanation, policy: HostPolicySpec, at: Date) async throws -> Bool {
+    /// The dial goes through the proxy's own SSRF guard (`network`), so an
+    /// address the proxy would refuse is refused here too, with its answer.
+    private func connectAndJudge(_ explanation: RequestExplanation, policy: HostPolicySpec, network: PinproxyConfig.Network,
+                                 at: Date) async throws -> Bool {
         let target = policy.upstream.first ?? PinproxyPolicy.HostPort(host: explanation.host, port: explanation.port)
         let tls = policy.tls
         let configuration = TLSConfiguration(
@@ -91,9 +95,15 @@ struct ExplainCommand: AsyncParsableCommand {
             privateKey: try tls.clientKey.map { try PrivateKey(pemFile: $0) })
         let result: ChainFetcher.Result
         do {
-            result = try await ChainFetcher.fetch(host: target.host, port: target.port, serverName: explanation.host,
-                                                  trust: .system, configuration: configuration)
+            result = try await ChainFetcher.fetch(
+                host: target.host, port: target.port, serverName: explanation.host, trust: .system, configuration: configuration,
+                resolver: { UpstreamGuard.resolver(network: network, host: explanation.host, loop: $0) })
         } catch {
+            if let refusal = UpstreamGuard.refusal(in: error) {
+                print("connect:  \(target): refused by the SSRF guard: \(refusal.detail)")
+                print("verdict:  403 \(refusal.code.rawValue): the proxy would not dial this address")
+                return false
+            }
             print("connect:  \(target): \(ConnectFailure.describe(error, host: target.host, port: target.port))")
             print("verdict:  502: the handshake did not complete, no request would be served")
             return false

@@ -28,10 +28,13 @@ public protocol ProxyInstrumentation: Sendable {
     func probe(policy: HostPolicy, success: Bool)
     /// A response cut short after its head had gone to the app.
     func responseCut(policy: HostPolicy?, reason: ResponseCutReason)
+    /// A tunnel or WebSocket splice closed after `limits.idle_timeout` without a byte.
+    func idleClosed(policy: HostPolicy?, kind: IdleCloseKind)
 }
 
 extension ProxyInstrumentation {
     public func responseCut(policy: HostPolicy?, reason: ResponseCutReason) {}
+    public func idleClosed(policy: HostPolicy?, kind: IdleCloseKind) {}
 }
 
 /// Reports nothing (tests, and commands that do not serve).
