@@ -1,5 +1,7 @@
 import ArgumentParser
 import Foundation
+import NIOCore
+import NIOPosix
 import PinproxyPolicy
 import PinproxyServer
 import PinproxyTLS
@@ -17,7 +19,8 @@ struct ExplainCommand: AsyncParsableCommand {
         settings, the pins active at --at (now by default) and the look-ahead warnings, the Spotify
         session whose token would be added, and the answer in words. With --connect it also
         handshakes to the upstream with the policy's TLS settings and prints the pin verdict and the
-        chain seen. Exit status: 0 explained (and with --connect, a request would be served), 1 the
+        chain seen (a tunnelled host: the TCP dial alone), dialling through the proxy's SSRF guard.
+        Exit status: 0 explained (and with --connect, a request would be served), 1 the
         configuration is invalid or, with --connect, a request would be refused.
         """)
 
@@ -74,11 +77,40 @@ struct ExplainCommand: AsyncParsableCommand {
         if connect {
             if let policy = snapshot.policy(forHost: explanation.host), policy.spec.action == .intercept {
                 refused = try await !connectAndJudge(explanation, policy: policy.spec, network: snapshot.config.network, at: instant)
+            } else if case .tunnelled = explanation.answer {
+                let policy = snapshot.policy(forHost: explanation.host)?.spec
+                refused = try await !dialTunnel(explanation, policy: policy, network: snapshot.config.network)
             } else {
-                print("connect:  skipped: only an intercepted host is handshaken by the proxy")
+                print("connect:  skipped: a refused host is not dialled by the proxy")
             }
         }
         if refused { throw ExitCode(1) }
+    }
+
+    /// A tunnel: the TCP dial the proxy makes before its 200, through the
+    /// same SSRF guard. Returns whether the tunnel would open.
+    private func dialTunnel(_ explanation: RequestExplanation, policy: HostPolicySpec?, network: PinproxyConfig.Network) async throws -> Bool {
+        let target = policy?.upstream.first ?? PinproxyPolicy.HostPort(host: explanation.host, port: explanation.port)
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        do {
+            let channel = try await ClientBootstrap(group: loop)
+                .resolver(UpstreamGuard.resolver(network: network, host: explanation.host, loop: loop))
+                .connectTimeout(.seconds(10))
+                .connect(host: target.host, port: target.port).get()
+            let address = channel.remoteAddress.map(ConnectFailure.address) ?? "\(target)"
+            try? await channel.close()
+            print("connect:  \(target) (\(address)): the tunnel would open; the app's own TLS runs inside it")
+            return true
+        } catch {
+            if let refusal = UpstreamGuard.refusal(in: error) {
+                print("connect:  \(target): refused by the SSRF guard: \(refusal.detail)")
+                print("verdict:  403 \(refusal.code.rawValue): the proxy would not dial this address")
+            } else {
+                print("connect:  \(target): \(ConnectFailure.describe(error, host: target.host, port: target.port))")
+                print("verdict:  502 connect_failed: the tunnel would not open")
+            }
+            return false
+        }
     }
 
     /// Returns whether a request would be served.

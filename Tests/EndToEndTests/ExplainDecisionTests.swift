@@ -19,6 +19,9 @@ struct ExplainDecisionTests {
                 upstream: 127.0.0.1:\(upstream.port)
                 tls: { ca_file: \(pki.rootCertificate) }
                 probe_interval: 0
+              - match: tunnel.test
+                action: tunnel
+                upstream: 127.0.0.1:\(upstream.port)
             """
         // network.deny_private is on by default and network.allow is empty: loopback is refused.
         let proxy = try ProxyHarness(policies: policies, directory: dir)
@@ -29,6 +32,13 @@ struct ExplainDecisionTests {
         #expect(explained.status == 1, "\(explained.stdout)\(explained.stderr)")
         #expect(explained.stdout.contains("verdict:  403 ssrf_blocked"), "\(explained.stdout)")
         #expect(!explained.stdout.contains("would be served"), "\(explained.stdout)")
+
+        // A tunnel: the proxy refuses the CONNECT itself; explain dials as it does.
+        let tunnel = try Curl.run("https://tunnel.test/", proxy: proxy, directory: dir)
+        #expect(tunnel.connectStatus == 403 && tunnel.pinproxyError == "ssrf_blocked", "\(tunnel.connectStatus) \(tunnel.stderr)")
+        let tunnelExplained = try PinproxyBinary.run(["explain", "tunnel.test", "--config", dir.file("etc/pinproxy.yaml"), "--connect"])
+        #expect(tunnelExplained.status == 1, "\(tunnelExplained.stdout)\(tunnelExplained.stderr)")
+        #expect(tunnelExplained.stdout.contains("verdict:  403 ssrf_blocked"), "\(tunnelExplained.stdout)")
     }
 
     @Test func explainClientOutsideClientsAllowGetsTheListenersRefusal() throws {
