@@ -97,6 +97,18 @@ static inline void CPinproxy_sk_X509_pop_free_X509(STACK_OF(X509) *stack) {
     sk_X509_pop_free(stack, X509_free);
 }
 
+/* MARK: Macro wrappers — stacks of SSL_CIPHER (cipher-string checks) */
+
+static inline int CPinproxy_sk_SSL_CIPHER_num(const STACK_OF(SSL_CIPHER) *stack) {
+    return sk_SSL_CIPHER_num(stack);
+}
+static inline const SSL_CIPHER *CPinproxy_sk_SSL_CIPHER_value(const STACK_OF(SSL_CIPHER) *stack, int index) {
+    return sk_SSL_CIPHER_value(stack, index);
+}
+static inline void CPinproxy_sk_SSL_CIPHER_free(STACK_OF(SSL_CIPHER) *stack) {
+    sk_SSL_CIPHER_free(stack);
+}
+
 /* MARK: Macro wrappers — keys, errors, X509v3 */
 
 /* EVP_EC_gen is a variadic macro over EVP_PKEY_Q_keygen; Swift cannot call either. */

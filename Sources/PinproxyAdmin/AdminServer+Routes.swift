@@ -16,6 +16,10 @@ extension AdminServer {
 
     func makeRouter() -> Router<BasicRequestContext> {
         let router = Router()
+        // Before the routes: it applies to every route added after it.
+        let store = self.store
+        router.add(middleware: AdminGuardMiddleware(
+            requestGuard: AdminRequestGuard(listenHost: listen.host), configuredHosts: { store.snapshot.config.admin.hosts }))
         router.get("/") { _, _ in statusPageResponse() }
         router.get("/metrics") { _, _ in metricsResponse() }
         router.get("/healthz") { _, _ in JSONResponse.make(.ok, ["status": "ok"]) }

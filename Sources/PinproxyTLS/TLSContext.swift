@@ -15,7 +15,13 @@ public final class TLSContext: @unchecked Sendable {
 
     /// - Parameter trustStores: where contexts of one policy load share their
     ///   trust stores; nil loads this context's own.
-    public init(configuration: TLSConfiguration, trustStores: TrustStoreCache? = nil) throws {
+    public convenience init(configuration: TLSConfiguration, trustStores: TrustStoreCache? = nil) throws {
+        try self.init(configuration: configuration, trustStores: trustStores, checkingCipherPolicy: true)
+    }
+
+    /// `checkingCipherPolicy: false` skips the cipher-string judgement and
+    /// keeps only the context's own floor (tests of that floor).
+    init(configuration: TLSConfiguration, trustStores: TrustStoreCache?, checkingCipherPolicy: Bool) throws {
         self.configuration = configuration
         let method = configuration.role == .client ? TLS_client_method() : TLS_server_method()
         OpenSSLErrorQueue.clear()
@@ -35,7 +41,7 @@ public final class TLSContext: @unchecked Sendable {
         }
         // From here on `deinit` frees what was made, whatever throws.
         try configureVersions()
-        try configureCiphers()
+        try configureCiphers(checkingPolicy: checkingCipherPolicy)
         try configureTrust(trustStores)
         try configureIdentity()
         configureALPN()
@@ -81,13 +87,21 @@ public final class TLSContext: @unchecked Sendable {
         _ = CPinproxy_SSL_CTX_set_mode(ref, Int(SSL_MODE_RELEASE_BUFFERS))
     }
 
-    private func configureCiphers() throws {
-        if let list = configuration.cipherList {
-            try TLSCipherValidation.validateCipherList(list)
+    private func configureCiphers(checkingPolicy: Bool) throws {
+        let c = configuration
+        if let list = c.cipherList {
+            if checkingPolicy {
+                try TLSCipherValidation.validateCipherList(list, minimumVersion: c.minimumVersion, maximumVersion: c.maximumVersion)
+            }
             OpenSSLErrorQueue.clear()
-            guard SSL_CTX_set_cipher_list(ref, list) == 1 else {
+            // Defence in depth: whatever the string says, this context never
+            // offers a cipher that does not encrypt or does not authenticate.
+            guard SSL_CTX_set_cipher_list(ref, list + ":!eNULL:!aNULL") == 1 else {
                 throw TLSError.configuration("cipher string \"\(list)\": \(OpenSSLErrorQueue.drainReason(or: "no cipher matches"))")
             }
+            // Nor does a `@SECLEVEL` in it lower the level (legacy TLS lowers it on purpose, above).
+            let floor = c.minimumVersion.isLegacy ? 0 : TLSCipherValidation.defaultSecurityLevel
+            if SSL_CTX_get_security_level(ref) < floor { SSL_CTX_set_security_level(ref, floor) }
         }
         if let suites = configuration.cipherSuites {
             try TLSCipherValidation.validateCipherSuites(suites)
@@ -103,6 +117,10 @@ public final class TLSContext: @unchecked Sendable {
             }
         }
     }
+
+    /// The ciphers a connection from this context offers, after OpenSSL's
+    /// filtering (tests of the floor).
+    var offeredCiphers: [TLSCipherValidation.CipherFacts] { TLSCipherValidation.usableCiphers(ref) }
 
     // MARK: Trust and identity
 

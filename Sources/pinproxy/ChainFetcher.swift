@@ -11,8 +11,10 @@ enum ChainFetcher {
     }
 
     /// `configuration`: a policy's TLS settings (`explain --connect`); by default a plain client trusting `trust`.
+    /// `resolver`: how `host` becomes addresses (`explain --connect` passes the proxy's SSRF guard); nil: NIO's.
     static func fetch(host: String, port: Int, serverName: String, trust: TLSConfiguration.TrustRoots,
-                      configuration base: TLSConfiguration? = nil, timeout: TimeAmount = .seconds(10)) async throws -> Result {
+                      configuration base: TLSConfiguration? = nil, timeout: TimeAmount = .seconds(10),
+                      resolver: (@Sendable (any EventLoop) -> any Resolver & Sendable)? = nil) async throws -> Result {
         var configuration = base ?? TLSConfiguration.client(trustRoots: trust)
         configuration.verification = .reportOnly
         configuration.sessionResumption = false
@@ -22,6 +24,7 @@ enum ChainFetcher {
         let channel: any Channel
         do {
             channel = try await ClientBootstrap(group: loop)
+            .resolver(resolver?(loop))
             .connectTimeout(timeout)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {

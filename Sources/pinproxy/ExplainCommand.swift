@@ -1,6 +1,9 @@
 import ArgumentParser
 import Foundation
+import NIOCore
+import NIOPosix
 import PinproxyPolicy
+import PinproxyServer
 import PinproxyTLS
 
 /// `pinproxy explain HOST[:PORT]` (docs/contract.md §13): what the proxy would do with
@@ -16,7 +19,8 @@ struct ExplainCommand: AsyncParsableCommand {
         settings, the pins active at --at (now by default) and the look-ahead warnings, the Spotify
         session whose token would be added, and the answer in words. With --connect it also
         handshakes to the upstream with the policy's TLS settings and prints the pin verdict and the
-        chain seen. Exit status: 0 explained (and with --connect, a request would be served), 1 the
+        chain seen (a tunnelled host: the TCP dial alone), dialling through the proxy's SSRF guard.
+        Exit status: 0 explained (and with --connect, a request would be served), 1 the
         configuration is invalid or, with --connect, a request would be refused.
         """)
 
@@ -72,16 +76,48 @@ struct ExplainCommand: AsyncParsableCommand {
         }
         if connect {
             if let policy = snapshot.policy(forHost: explanation.host), policy.spec.action == .intercept {
-                refused = try await !connectAndJudge(explanation, policy: policy.spec, at: instant)
+                refused = try await !connectAndJudge(explanation, policy: policy.spec, network: snapshot.config.network, at: instant)
+            } else if case .tunnelled = explanation.answer {
+                let policy = snapshot.policy(forHost: explanation.host)?.spec
+                refused = try await !dialTunnel(explanation, policy: policy, network: snapshot.config.network)
             } else {
-                print("connect:  skipped: only an intercepted host is handshaken by the proxy")
+                print("connect:  skipped: a refused host is not dialled by the proxy")
             }
         }
         if refused { throw ExitCode(1) }
     }
 
+    /// A tunnel: the TCP dial the proxy makes before its 200, through the
+    /// same SSRF guard. Returns whether the tunnel would open.
+    private func dialTunnel(_ explanation: RequestExplanation, policy: HostPolicySpec?, network: PinproxyConfig.Network) async throws -> Bool {
+        let target = policy?.upstream.first ?? PinproxyPolicy.HostPort(host: explanation.host, port: explanation.port)
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        do {
+            let channel = try await ClientBootstrap(group: loop)
+                .resolver(UpstreamGuard.resolver(network: network, host: explanation.host, loop: loop))
+                .connectTimeout(.seconds(10))
+                .connect(host: target.host, port: target.port).get()
+            let address = channel.remoteAddress.map(ConnectFailure.address) ?? "\(target)"
+            try? await channel.close()
+            print("connect:  \(target) (\(address)): the tunnel would open; the app's own TLS runs inside it")
+            return true
+        } catch {
+            if let refusal = UpstreamGuard.refusal(in: error) {
+                print("connect:  \(target): refused by the SSRF guard: \(refusal.detail)")
+                print("verdict:  403 \(refusal.code.rawValue): the proxy would not dial this address")
+            } else {
+                print("connect:  \(target): \(ConnectFailure.describe(error, host: target.host, port: target.port))")
+                print("verdict:  502 connect_failed: the tunnel would not open")
+            }
+            return false
+        }
+    }
+
     /// Returns whether a request would be served.
-    private func connectAndJudge(_ explanation: RequestExplanation, policy: HostPolicySpec, at: Date) async throws -> Bool {
+    /// The dial goes through the proxy's own SSRF guard (`network`), so an
+    /// address the proxy would refuse is refused here too, with its answer.
+    private func connectAndJudge(_ explanation: RequestExplanation, policy: HostPolicySpec, network: PinproxyConfig.Network,
+                                 at: Date) async throws -> Bool {
         let target = policy.upstream.first ?? PinproxyPolicy.HostPort(host: explanation.host, port: explanation.port)
         let tls = policy.tls
         let configuration = TLSConfiguration(
@@ -91,9 +127,15 @@ struct ExplainCommand: AsyncParsableCommand {
             privateKey: try tls.clientKey.map { try PrivateKey(pemFile: $0) })
         let result: ChainFetcher.Result
         do {
-            result = try await ChainFetcher.fetch(host: target.host, port: target.port, serverName: explanation.host,
-                                                  trust: .system, configuration: configuration)
+            result = try await ChainFetcher.fetch(
+                host: target.host, port: target.port, serverName: explanation.host, trust: .system, configuration: configuration,
+                resolver: { UpstreamGuard.resolver(network: network, host: explanation.host, loop: $0) })
         } catch {
+            if let refusal = UpstreamGuard.refusal(in: error) {
+                print("connect:  \(target): refused by the SSRF guard: \(refusal.detail)")
+                print("verdict:  403 \(refusal.code.rawValue): the proxy would not dial this address")
+                return false
+            }
             print("connect:  \(target): \(ConnectFailure.describe(error, host: target.host, port: target.port))")
             print("verdict:  502: the handshake did not complete, no request would be served")
             return false

@@ -35,7 +35,7 @@ struct OpenFilesTests {
         // A hard limit of 96: nothing to raise, and soon exhausted.
         let proxy = try ProxyHarness(policies: "hosts: []\n", launcher: ["prlimit", "--nofile=96:96"])
         let admin = try RawClient(port: try proxy.adminPort)  // opened while descriptors remain
-        admin.send("GET /readyz HTTP/1.1\r\nHost: admin\r\n\r\n")
+        admin.send("GET /readyz HTTP/1.1\r\nHost: localhost\r\n\r\n")
         #expect(admin.readResponse().head.hasPrefix("HTTP/1.1 200"))
 
         // More clients than the process has descriptors left: the kernel
@@ -43,7 +43,7 @@ struct OpenFilesTests {
         let clients = try (0..<120).map { _ in try RawClient(port: proxy.port) }
         let logged = (try? proxy.process.waitForOutput(timeout: 10) { $0.contains("the proxy listener cannot accept connections") ? true : nil }) != nil
         #expect(logged, "the failed accepts were not logged")
-        admin.send("GET /readyz HTTP/1.1\r\nHost: admin\r\n\r\n")
+        admin.send("GET /readyz HTTP/1.1\r\nHost: localhost\r\n\r\n")
         let (head, body) = admin.readResponse()
         #expect(head.hasPrefix("HTTP/1.1 503"), "\(head)")
         #expect(body.contains("\"missing\":[\"accepting\"]"), "\(body)")

@@ -20,7 +20,9 @@ struct OperatorToolsTests {
         let dir = try TemporaryDirectory("pinproxy-explain")
         let pki = try TestPKI.make(in: dir, names: ["api.test"])
         let upstream = try OpenSSLServer(directory: dir, certificate: pki.leafCertificate, key: pki.leafKey, chain: pki.intermediateCertificate)
-        try dir.write("etc/pinproxy.yaml", "policies: policies\nca:\n  cert: ../state/ca.pem\n  key: ../state/ca-key.pem\n")
+        // The upstream is on loopback: the proxy (and so `explain --connect`) dials it only when network.allow lists it.
+        try dir.write("etc/pinproxy.yaml", "policies: policies\nca:\n  cert: ../state/ca.pem\n  key: ../state/ca-key.pem\n"
+            + "network:\n  allow: [127.0.0.0/8]\n")
         try dir.write("etc/policies/p.yaml", """
             hosts:
               - match: api.test

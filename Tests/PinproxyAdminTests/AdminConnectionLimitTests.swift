@@ -10,7 +10,7 @@ import Testing
 @Suite("Admin listener limits")
 struct AdminConnectionLimitTests {
     static let providers = AdminServer.Providers(readiness: { ReadinessStatus(listening: true, policyLoaded: true, caUsable: true) })
-    static let request = "GET /healthz HTTP/1.1\r\nHost: admin\r\n\r\n"
+    static let request = "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"
 
     /// Raw sockets are waited on from a thread of their own: blocking on the
     /// cooperative pool would starve the server under test, and on NIO's
@@ -50,7 +50,7 @@ struct AdminConnectionLimitTests {
             let socket = try Socket(client.port)
             let cut = await blocking { () -> Bool in
                 let slow = socket.client
-                slow.send("GET /healthz HTTP/1.1\r\nHost: admin\r\n")
+                slow.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
                 // A header line every 200 ms, for up to 15 s (a loaded machine
                 // runs timers late): always busy, never done.
                 for index in 0..<75 {

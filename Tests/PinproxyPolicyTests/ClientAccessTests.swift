@@ -140,28 +140,65 @@ struct FailureLimiterTests {
     @Test func blocksAfterTheLimitUntilTheWindowEnds() {
         var limiter = FailureLimiter(limits: .init(maxFailures: 3, window: .seconds(60), maxTracked: 100))
         for i in 0..<3 {
-            #expect(limiter.blocked(address, now: start + .seconds(i)) == nil)
-            limiter.failed(address, now: start + .seconds(i))
+            #expect(limiter.blocked(address, user: "app", now: start + .seconds(i)) == nil)
+            limiter.failed(address, user: "app", now: start + .seconds(i))
         }
-        #expect(limiter.blocked(address, now: start + .seconds(3)) == .seconds(57))
-        #expect(limiter.blocked([127, 0, 0, 3], now: start + .seconds(3)) == nil, "another address is not affected")
-        #expect(limiter.blocked(address, now: start + .seconds(59)) == .seconds(1))
-        #expect(limiter.blocked(address, now: start + .seconds(60)) == nil)
+        #expect(limiter.blocked(address, user: "app", now: start + .seconds(3)) == .seconds(57))
+        #expect(limiter.blocked([127, 0, 0, 3], user: "app", now: start + .seconds(3)) == nil, "another address is not affected")
+        #expect(limiter.blocked(address, user: "app", now: start + .seconds(59)) == .seconds(1))
+        #expect(limiter.blocked(address, user: "app", now: start + .seconds(60)) == nil)
         // A new window starts with the next failure.
-        limiter.failed(address, now: start + .seconds(61))
-        #expect(limiter.blocked(address, now: start + .seconds(61)) == nil)
+        limiter.failed(address, user: "app", now: start + .seconds(61))
+        #expect(limiter.blocked(address, user: "app", now: start + .seconds(61)) == nil)
+    }
+
+    /// One table row: failures by (user) from one address, then who is blocked.
+    struct Row: Sendable, CustomTestStringConvertible {
+        var name: String
+        var failures: [String]
+        var blocked: [String]
+        var free: [String]
+        var testDescription: String { name }
+    }
+
+    static let rows: [Row] = [
+        Row(name: "a stale password blocks its own name only", failures: Array(repeating: "billing", count: 3),
+            blocked: ["billing"], free: ["reports", ""]),
+        Row(name: "below the cap nothing is blocked", failures: ["billing", "billing", "reports", "reports"],
+            blocked: [], free: ["billing", "reports", "other"]),
+        Row(name: "guessing across names hits the per-address cap", failures: (0..<9).map { "guess\($0)" },
+            blocked: ["billing", "reports", "guess0", ""], free: []),
+        Row(name: "unreadable credentials count under the empty name", failures: ["", "", ""],
+            blocked: [""], free: ["billing"]),
+    ]
+
+    @Test(arguments: rows)
+    func perUserAndPerAddress(row: Row) {
+        // 3 per (address, name), 9 per address.
+        var limiter = FailureLimiter(limits: .init(maxFailures: 3, maxFailuresPerAddress: 9, window: .seconds(60), maxTracked: 100))
+        for (i, user) in row.failures.enumerated() { limiter.failed(address, user: user, now: start + .milliseconds(i)) }
+        let now = start + .seconds(1)
+        for user in row.blocked { #expect(limiter.blocked(address, user: user, now: now) != nil, "\(user) should be blocked") }
+        for user in row.free { #expect(limiter.blocked(address, user: user, now: now) == nil, "\(user) should be free") }
+        for user in row.blocked + row.free {
+            #expect(limiter.blocked([10, 9, 9, 9], user: user, now: now) == nil, "another address is never affected")
+        }
     }
 
     @Test func tableStaysBounded() {
         var limiter = FailureLimiter(limits: .init(maxFailures: 1, window: .seconds(60), maxTracked: 4))
-        for i in 0..<10 { limiter.failed([10, 0, 0, UInt8(i)], now: start + .seconds(i)) }
+        for i in 0..<10 { limiter.failed([10, 0, 0, UInt8(i)], user: "u", now: start + .seconds(i)) }
         #expect(limiter.trackedCount == 4)
+        #expect(limiter.trackedAddressCount == 4)
         // The newest addresses are the ones kept.
-        #expect(limiter.blocked([10, 0, 0, 9], now: start + .seconds(10)) != nil)
+        #expect(limiter.blocked([10, 0, 0, 9], user: "u", now: start + .seconds(10)) != nil)
+        // Many names from one address: the per-name table stays bounded too.
+        for i in 0..<10 { limiter.failed(address, user: "name\(i)", now: start + .seconds(20 + i)) }
+        #expect(limiter.trackedCount == 4)
     }
 
     @Test func standardLimits() {
-        #expect(FailureLimiter.Limits.standard == .init(maxFailures: 10, window: .seconds(60), maxTracked: 10_000))
+        #expect(FailureLimiter.Limits.standard == .init(maxFailures: 10, maxFailuresPerAddress: 100, window: .seconds(60), maxTracked: 10_000))
     }
 }
 

@@ -1,4 +1,4 @@
-import PinproxyTLS
+@testable import PinproxyTLS
 import Testing
 
 @Suite("TLS contexts reject what OpenSSL would not honour")
@@ -58,5 +58,23 @@ struct TLSContextTests {
         #expect(TLSVersion(parsing: "TLSv1.2") == .v1_2)
         #expect(TLSVersion(parsing: "1.4") == nil)
         #expect(TLSVersion.v1_1.isLegacy && !TLSVersion.v1_2.isLegacy)
+    }
+}
+
+/// The upstream context's own floor (docs/contract.md §3), whatever config
+/// validation let through: it never offers a cipher that does not encrypt or
+/// does not authenticate, and a `@SECLEVEL` in the string cannot lower it.
+struct CipherFloorTests {
+    @Test func aContextBuiltWithoutTheCipherCheckStillOffersNoNullOrAnonymousCipher() throws {
+        let configuration = TLSConfiguration(role: .client, maximumVersion: .v1_2, cipherList: "ALL:eNULL:aNULL:@SECLEVEL=0")
+        let context = try TLSContext(configuration: configuration, trustStores: nil, checkingCipherPolicy: false)
+        let offered = context.offeredCiphers
+        #expect(!offered.isEmpty)
+        #expect(offered.allSatisfy { $0.encrypts && $0.authenticates }, "\(offered.map(\.name))")
+    }
+
+    @Test func theCheckedInitialiserRefusesTheSameString() {
+        let configuration = TLSConfiguration(role: .client, maximumVersion: .v1_2, cipherList: "ALL:eNULL:@SECLEVEL=0")
+        #expect(throws: TLSError.self) { try TLSContext(configuration: configuration) }
     }
 }

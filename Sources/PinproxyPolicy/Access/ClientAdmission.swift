@@ -75,6 +75,8 @@ public enum ClientAdmission {
         if snapshot.config.identities[client] != nil {
             principal = ClientPrincipal(address: nil, identity: client)
         } else if let address = IPAddress.parse(client) {
+            // The listener's ACL comes first: an address outside it never gets as far as a 407.
+            if let why = ClientNetworkACL.refusal(address: address, config: snapshot.config) { return .denied(detail: why) }
             principal = ClientPrincipal(address: address, identity: nil)
         } else {
             return nil

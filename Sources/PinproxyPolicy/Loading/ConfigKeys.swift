@@ -8,7 +8,7 @@ public enum ConfigKeys {
     /// The main file (`etc/pinproxy.yaml`).
     public static let main: [String: [String]] = [
         "": ["listen", "admin", "ca", "policies", "default_action", "concurrency", "clients", "network", "limits", "spotify", "log", "http2"],
-        "admin": ["listen"],
+        "admin": ["listen", "hosts"],
         "ca": ["cert", "key"],
         "clients": ["allow", "identities", "require_identity"],
         "clients.identities.*": ["password_hash", "password_hash_file", "from"],

@@ -32,6 +32,7 @@ struct MainConfigLoader {
         if let admin = top.child("admin", table: table) {
             admin.record(into: &config.sourceMap)
             if let v = admin.hostPort("listen") { config.admin.listen = v }
+            if let v = admin.hostNames("hosts") { config.admin.hosts = v }
         }
         if let ca = top.child("ca", table: table) {
             ca.record(into: &config.sourceMap)

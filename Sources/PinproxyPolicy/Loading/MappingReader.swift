@@ -216,6 +216,23 @@ struct MappingReader {
         return items.compactMap { reader.text($0, key: key, expected: "a string") }
     }
 
+    /// Bare host names (`admin.hosts`): no scheme, port, path or space;
+    /// lowercased, a trailing dot dropped.
+    func hostNames(_ key: String) -> [String]? {
+        guard let items = list(key) else { return nil }
+        return items.compactMap { item -> String? in
+            guard let text = reader.text(item, key: key, expected: "a host name") else { return nil }
+            var name = text.lowercased()
+            if name.hasSuffix(".") { name.removeLast() }
+            let bad = name.isEmpty || name.contains { "/: @[]".contains($0) || $0.isWhitespace }
+            guard !bad else {
+                reader.bag.error(reader.location(item), "`\(key)`: `\(text)` is not a host name; write the name alone (`pinproxy.internal`), without scheme or port")
+                return nil
+            }
+            return name
+        }
+    }
+
     func cidrs(_ key: String) -> [CIDR]? {
         guard let items = list(key) else { return nil }
         return items.compactMap { item -> CIDR? in

@@ -33,6 +33,10 @@ public struct PinproxyConfig: Sendable {
 
     public struct Admin: Sendable, Hashable {
         public var listen: HostPort
+        /// `admin.hosts`: more names the admin API answers to, beyond the listen
+        /// address and loopback names (a DNS-rebinding guard; docs/contract.md §5).
+        /// Lowercased, without a trailing dot.
+        public var hosts: [String] = []
     }
 
     /// The interception CA; created on first run when both files are missing.

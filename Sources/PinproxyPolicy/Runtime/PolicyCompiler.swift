@@ -66,8 +66,14 @@ struct PolicyCompiler {
         func fails(_ configuration: TLSConfiguration) -> Bool {
             (try? TLSContext(configuration: configuration)) == nil
         }
-        if let ciphers = tls.ciphers, fails(TLSConfiguration(role: .client, cipherList: ciphers)) {
-            return "tls.ciphers"
+        if let ciphers = tls.ciphers {
+            // Alone, then within the policy's versions (whether any cipher is left may depend on them).
+            let versions = TLSConfiguration(role: .client, minimumVersion: tls.minimumVersion, maximumVersion: tls.maximumVersion)
+            var withVersions = versions
+            withVersions.cipherList = ciphers
+            if fails(TLSConfiguration(role: .client, cipherList: ciphers)) || (!fails(versions) && fails(withVersions)) {
+                return "tls.ciphers"
+            }
         }
         if let suites = tls.ciphersuites, fails(TLSConfiguration(role: .client, cipherSuites: suites)) {
             return "tls.ciphersuites"

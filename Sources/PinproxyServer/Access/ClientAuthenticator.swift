@@ -59,17 +59,20 @@ final class ClientAuthenticator: Sendable {
         guard let headerValue = headerValues.first else { return .anonymous }
         let at = now()
         let limiterKey = address ?? []
-        if let wait = state.withLockedValue({ $0.limiter.blocked(limiterKey, now: at) }) {
+        // Limited per (address, name sent), and looser per address (`FailureLimiter`).
+        let credential = headerValues.count == 1 ? ProxyCredential(headerValue: headerValue) : nil
+        let user = credential?.user ?? ""
+        if let wait = state.withLockedValue({ $0.limiter.blocked(limiterKey, user: user, now: at) }) {
             return .rateLimited(retryAfter: wait)
         }
-        guard headerValues.count == 1, let credential = ProxyCredential(headerValue: headerValue) else {
-            return fail(limiterKey, at: at, label: AuthenticationResult.unknownLabel,
+        guard let credential else {
+            return fail(limiterKey, user: user, at: at, label: AuthenticationResult.unknownLabel,
                         detail: "Proxy-Authorization must be one `Basic` credential (NAME:PASSWORD in base64)")
         }
         guard let identity = identities[credential.user] else {
             // The same work as for a known name: timing does not tell which names exist.
             _ = verify(Self.decoy(for: identities), credential.password)
-            return fail(limiterKey, at: at, label: AuthenticationResult.unknownLabel, detail: "wrong name or password")
+            return fail(limiterKey, user: user, at: at, label: AuthenticationResult.unknownLabel, detail: "wrong name or password")
         }
         let digest = SHA256Digest.hash(cacheKey + Array("\(credential.user):\(credential.password)".utf8))
         let cached = state.withLockedValue { state -> Bool in
@@ -78,7 +81,7 @@ final class ClientAuthenticator: Sendable {
         }
         if cached { return .identified(identity.name) }
         guard verify(identity.passwordHash, credential.password) else {
-            return fail(limiterKey, at: at, label: identity.name, detail: "wrong name or password")
+            return fail(limiterKey, user: user, at: at, label: identity.name, detail: "wrong name or password")
         }
         state.withLockedValue { state in
             if state.verified.count >= Self.cacheCapacity {
@@ -99,14 +102,14 @@ final class ClientAuthenticator: Sendable {
         let at = now()
         let digest = SHA256Digest.hash(cacheKey + Array("\(credential.user):\(credential.password)".utf8))
         return state.withLockedValue { state in
-            if state.limiter.blocked(address ?? [], now: at) != nil { return true }
+            if state.limiter.blocked(address ?? [], user: credential.user, now: at) != nil { return true }
             guard let entry = state.verified[digest] else { return false }
             return entry.hash == identity.passwordHash && at < entry.expires
         }
     }
 
-    private func fail(_ address: [UInt8], at: ContinuousClock.Instant, label: String, detail: String) -> AuthenticationResult {
-        state.withLockedValue { $0.limiter.failed(address, now: at) }
+    private func fail(_ address: [UInt8], user: String, at: ContinuousClock.Instant, label: String, detail: String) -> AuthenticationResult {
+        state.withLockedValue { $0.limiter.failed(address, user: user, now: at) }
         return .rejected(label: label, detail: detail)
     }
 

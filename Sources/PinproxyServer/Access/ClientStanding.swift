@@ -80,11 +80,26 @@ enum ClientStanding {
             refusal.host = host
             throw refusal
         case .principal(let principal):
+            var refusal: ProxyError
             switch ClientAdmission.decide(principal, host: host, policy: policy?.spec, config: config) {
             case .admitted: return
-            case .credentialRequired(let detail): throw ProxyError(.proxyAuthRequired, host: host, detail: detail)
-            case .denied(let detail): throw ProxyError(.clientDenied, host: host, detail: detail)
+            case .credentialRequired(let detail): refusal = ProxyError(.proxyAuthRequired, host: host, detail: detail)
+            case .denied(let detail): refusal = ProxyError(.clientDenied, host: host, detail: detail)
             }
+            // An anonymous client learns the code and the fix; the rule (policy
+            // file, line, the identities it admits) goes to the access line only.
+            if principal.identity == nil { refusal.clientDetail = Self.anonymousDetail(refusal.code, host: host) }
+            throw refusal
+        }
+    }
+
+    /// The body of a 407 / 403 `client_denied` for a client that sent no credential.
+    static func anonymousDetail(_ code: ProxyError.Code, host: String) -> String {
+        switch code {
+        case .proxyAuthRequired:
+            return "authenticate with Proxy-Authorization: Basic (HTTPS_PROXY=http://NAME:PASSWORD@HOST:PORT)"
+        default:
+            return "this client may not use the policy for \(host); ask the proxy's operator to admit it (the rule is in pinproxy's log)"
         }
     }
 

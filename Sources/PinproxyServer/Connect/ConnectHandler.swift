@@ -155,7 +155,8 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
             case .success(let upstream):
                 request.upstreamAddress = upstream.remoteAddress?.hostPort
                 self.establish(request, context: context, onFailure: { upstream.close(promise: nil) }) {
-                    try SessionInstaller.tunnel(context: context, to: upstream, services: self.services) { up, down in
+                    try SessionInstaller.tunnel(context: context, to: upstream, services: self.services, host: request.host,
+                                                policy: request.policy, clientAddress: self.clientAddress) { up, down in
                         self.logAccess(request, status: 200, error: nil, mode: "tunnel", bytesUp: up, bytesDown: down)
                     }
                 }
@@ -213,7 +214,7 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
             client: clientAddress, method: "CONNECT", host: (host ?? request.host).isEmpty ? "-" : (host ?? request.host),
             path: request.head.uri, status: status, bytesUp: bytesUp, bytesDown: bytesDown, seconds: seconds,
             policy: request.policy?.metricLabel ?? "_none", pin: nil, upstream: request.upstreamAddress,
-            error: error?.code.rawValue, mode: mode, identity: request.identity
+            error: error?.code.rawValue, mode: mode, identity: request.identity, detail: error?.withheldDetail
         ), policy: request.policy)
     }
 }

@@ -58,11 +58,26 @@ enum SessionInstaller {
         try removeListenerLayers(context: context, headTimer: headTimer)
     }
 
-    /// A blind splice to `upstream`; `onClose` gets the bytes each way.
+    /// A blind splice to `upstream`; `onClose` gets the bytes each way. No
+    /// byte either way for `limits.idle_timeout` closes both sides, as for a
+    /// WebSocket splice (docs/contract.md §10): a tunnel never holds its two
+    /// descriptors for ever. The close is logged and counted.
     static func tunnel(context: ChannelHandlerContext, to upstream: any Channel, services: ProxyServices,
+                       host: String, policy: HostPolicy?, clientAddress: String,
                        onClose: @escaping (_ up: Int, _ down: Int) -> Void) throws {
         precondition(upstream.eventLoop === context.eventLoop, "a tunnel's two channels must share an event loop")
         let (clientSide, upstreamSide) = GlueHandler.matchedPair()
+        // The idle timer sees both directions on the app's side: what the app
+        // sends is read there, what the upstream sends is written there.
+        let idleTimeout = TimeAmount(services.store.snapshot.config.limits.idleTimeout)
+        if idleTimeout > .zero {
+            try context.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: idleTimeout), position: .last)
+            try context.pipeline.syncOperations.addHandler(SpliceIdleClose(onIdle: {
+                services.logger.info("tunnel idle; closed", metadata: [
+                    "host": "\(host)", "client": "\(clientAddress)", "reason": "limits.idle_timeout"])
+                services.instrumentation.idleClosed(policy: policy, kind: .tunnel)
+            }), position: .last)
+        }
         try context.pipeline.syncOperations.addHandler(clientSide, position: .last)
         try upstream.pipeline.syncOperations.addHandler(upstreamSide)
         let headTimer = try context.pipeline.syncOperations.handler(type: RequestHeadTimer.self)

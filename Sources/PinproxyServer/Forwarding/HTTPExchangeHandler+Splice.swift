@@ -23,9 +23,10 @@ extension HTTPExchangeHandler {
             let client = clientAddress
             try UpgradeSplice.install(
                 client: context, upstream: upstream, idleTimeout: TimeAmount(limits.idleTimeout),
-                onIdle: {
+                onIdle: { [services] in
                     logger.info("spliced connection idle; closed", metadata: [
                         "host": "\(exchange.host)", "client": "\(client)", "reason": "limits.idle_timeout"])
+                    services.instrumentation.idleClosed(policy: exchange.policy, kind: .websocket)
                 },
                 onClose: { up, down in
                     exchange.bytesUp += up

@@ -402,7 +402,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             path: exchange.target, status: status, bytesUp: exchange.bytesUp, bytesDown: exchange.bytesDown,
             seconds: seconds, policy: exchange.policyLabel, pin: exchange.pinVerdict?.metricLabel,
             upstream: exchange.upstreamAddress, error: exchange.error?.code.rawValue ?? exchange.failure, mode: modeLabel,
-            identity: exchange.identity, clientProtocol: clientProtocol
+            identity: exchange.identity, clientProtocol: clientProtocol, detail: exchange.error?.withheldDetail
         ), to: traffic!.recorder)
     }
 }

@@ -22,6 +22,9 @@ struct AccessRecord {
     var identity: String? = nil
     /// The app's HTTP version; the line names it only when it is HTTP/2.
     var clientProtocol: ClientProtocol = .http1
+    /// A refusal's detail that its body withheld from an unauthenticated
+    /// client (docs/contract.md §4): the operator reads it here.
+    var detail: String? = nil
 
     func log(to accessLog: AccessLog) {
         switch accessLog.destination {
@@ -44,6 +47,7 @@ struct AccessRecord {
         out += ",\"bytes_down\":"; out += String(bytesDown)
         out += ",\"bytes_up\":"; out += String(bytesUp)
         field(",\"client\":", client)
+        if let detail { field(",\"detail\":", detail) }
         out += ",\"duration_ms\":"; out += String((seconds * 10_000).rounded() / 10)
         if let error { field(",\"error\":", error) }
         field(",\"host\":", host)
@@ -70,6 +74,7 @@ struct AccessRecord {
         if let pin { metadata["pin"] = "\(pin)" }
         if let upstream { metadata["upstream"] = "\(upstream)" }
         if let error { metadata["error"] = "\(error)" }
+        if let detail { metadata["detail"] = "\(detail)" }
         if clientProtocol != .http1 { metadata["protocol"] = "\(clientProtocol.rawValue)" }
         logger.info("request", metadata: metadata)
     }

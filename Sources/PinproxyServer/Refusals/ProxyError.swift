@@ -17,6 +17,13 @@ public struct ProxyError: Error, Sendable, CustomStringConvertible {
     public var detail: String
     /// `Retry-After` on the answer (a rate-limited login).
     public var retryAfterSeconds: Int?
+    /// What the body says in place of `detail`, for a client that has not
+    /// authenticated (docs/contract.md §4): the code's fix, never a policy
+    /// file, a rule or an identity name. `detail` then goes to the log only.
+    public var clientDetail: String?
+
+    /// The detail the body withheld (for the access line), if any.
+    public var withheldDetail: String? { clientDetail == nil ? nil : detail }
 
     public init(_ code: Code, host: String?, detail: String, status: HTTPResponseStatus? = nil) {
         self.code = code
@@ -44,7 +51,8 @@ public struct ProxyError: Error, Sendable, CustomStringConvertible {
 enum RefusalBody {
     static func json(_ error: ProxyError) -> String {
         let host = error.host.map { "\"\(escape($0))\"" } ?? "null"
-        return "{\"error\": \"\(error.code.rawValue)\", \"host\": \(host), \"detail\": \"\(escape(error.detail))\"}\n"
+        let detail = error.clientDetail ?? error.detail
+        return "{\"error\": \"\(error.code.rawValue)\", \"host\": \(host), \"detail\": \"\(escape(detail))\"}\n"
     }
 
     static func head(_ error: ProxyError, bodyLength: Int, close: Bool) -> HTTPResponseHead {

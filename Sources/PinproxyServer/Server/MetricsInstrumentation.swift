@@ -39,6 +39,10 @@ public struct MetricsInstrumentation: ProxyInstrumentation {
         metrics.upstreamViolation(host: HostLabel(policy), kind: kind)
     }
 
+    public func idleClosed(policy: HostPolicy?, kind: IdleCloseKind) {
+        metrics.idleClosed(host: HostLabel(policy), kind: kind)
+    }
+
     public func upstreamHandshake(policy: HostPolicy?, result: UpstreamHandshakeResult, seconds: Double) {
         metrics.upstreamHandshake(host: HostLabel(policy), result: result, duration: .seconds(seconds))
     }

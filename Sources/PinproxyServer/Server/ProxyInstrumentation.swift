@@ -30,11 +30,14 @@ public protocol ProxyInstrumentation: Sendable {
     func responseCut(policy: HostPolicy?, reason: ResponseCutReason)
     /// An upstream answer that broke HTTP's framing and was not passed on.
     func upstreamViolation(policy: HostPolicy?, kind: UpstreamViolation)
+    /// A tunnel or WebSocket splice closed after `limits.idle_timeout` without a byte.
+    func idleClosed(policy: HostPolicy?, kind: IdleCloseKind)
 }
 
 extension ProxyInstrumentation {
     public func responseCut(policy: HostPolicy?, reason: ResponseCutReason) {}
     public func upstreamViolation(policy: HostPolicy?, kind: UpstreamViolation) {}
+    public func idleClosed(policy: HostPolicy?, kind: IdleCloseKind) {}
 }
 
 /// Reports nothing (tests, and commands that do not serve).

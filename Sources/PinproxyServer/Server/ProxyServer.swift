@@ -41,10 +41,13 @@ public final class ProxyServer: Service, Sendable {
         self.onDraining = onDraining
         self.probes = PinProbes(services: services)
         let pool = services.pool
-        // Connections opened under a policy that a reload changed are retired.
+        // Connections opened under a policy that a reload changed are retired;
+        // all of them when `network.*` changed, since an address the guard now
+        // refuses must not stay reachable through a pooled connection.
         store.addObserver { event in
             if case .success = event.outcome {
-                pool.retire(keeping: Set(event.current.policies.map(\.digest)))
+                let networkChanged = event.previous.config.network != event.current.config.network
+                pool.retire(keeping: networkChanged ? [] : Set(event.current.policies.map(\.digest)))
             }
         }
     }
@@ -137,9 +140,8 @@ public final class ProxyServer: Service, Sendable {
         let snapshot = services.store.snapshot
         let remote = channel.remoteAddress
         let client = remote?.hostPort ?? "?"
-        let allowed = remote?.addressBytes.map { bytes in snapshot.config.clientsAllow.contains { $0.contains(bytes: bytes) } } ?? false
-        guard allowed else {
-            let refusal = ProxyError(.clientDenied, host: nil, detail: "\(remote?.ipAddress ?? "this address") is not in clients.allow")
+        if let why = ClientNetworkACL.refusal(address: remote?.addressBytes, config: snapshot.config) {
+            let refusal = ProxyError(.clientDenied, host: nil, detail: why)
             services.instrumentation.denied(code: refusal.code)
             services.instrumentation.requestCompleted(policy: nil, status: 403, seconds: 0)
             services.logger.notice("client refused", metadata: ["client": "\(client)", "error": "client_denied"])

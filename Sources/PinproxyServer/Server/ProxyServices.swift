@@ -34,8 +34,9 @@ final class ProxyServices: Sendable {
         interception.applicationProtocols = ["h2", "http/1.1"]
         self.interceptionContext = try TLSContext(configuration: interception)
         self.interceptionContextHTTP1 = try TLSContext(configuration: .server(minimumVersion: .v1_2))
-        let network = store.snapshot.config.network
-        self.connector = UpstreamConnector(addressGuard: AddressGuard(network), instrumentation: instrumentation, logger: logger, dialer: dialer)
+        // The guard follows reloads: each dial reads the current snapshot's `network`.
+        self.connector = UpstreamConnector(
+            addressGuard: { AddressGuard(store.snapshot.config.network) }, instrumentation: instrumentation, logger: logger, dialer: dialer)
         self.pool = UpstreamPool(maxIdleTime: TimeAmount(store.snapshot.config.limits.idleTimeout))
     }
 

@@ -56,7 +56,10 @@ extension DialPlan {
 /// DNS → SSRF guard → TCP (fallback targets, retries) → TLS with the host's
 /// policy → pin evaluation. Nothing is sent before all of it has passed.
 final class UpstreamConnector: Sendable {
-    let addressGuard: AddressGuard
+    /// The SSRF guard of the snapshot serving now: read at each dial, so a
+    /// reload's `network.*` applies to the next dial (docs/contract.md §3, Reload).
+    var addressGuard: AddressGuard { currentGuard() }
+    private let currentGuard: @Sendable () -> AddressGuard
     let instrumentation: any ProxyInstrumentation
     let clock: @Sendable () -> Date
     /// Chains and verdicts for the status page and `pins suggest` (docs/contract.md §13).
@@ -65,10 +68,10 @@ final class UpstreamConnector: Sendable {
     /// Set only by the fuzz targets (see `UpstreamDialer`).
     let dialer: UpstreamDialer?
 
-    init(addressGuard: AddressGuard, instrumentation: any ProxyInstrumentation, clock: @escaping @Sendable () -> Date = { Date() }, logger: Logger,
-         dialer: UpstreamDialer? = nil) {
+    init(addressGuard: @escaping @Sendable () -> AddressGuard, instrumentation: any ProxyInstrumentation,
+         clock: @escaping @Sendable () -> Date = { Date() }, logger: Logger, dialer: UpstreamDialer? = nil) {
         self.dialer = dialer
-        self.addressGuard = addressGuard
+        self.currentGuard = addressGuard
         self.instrumentation = instrumentation
         self.clock = clock
         self.logger = logger
