@@ -157,6 +157,31 @@ struct UpstreamPoolStateMachineTests {
         #expect(machine.entries[key]?.members.first?.state == .streaming(3))
     }
 
+    @Test func atTheLimitAnHTTP2ConnectionWithRoomCarriesARequestFromAnotherLoop() {
+        var machine = Machine()
+        let conn = Conn()
+        #expect(acquire(&machine, loop: loopA, at: t0, limit: 1, mayMultiplex: true) == "dial")
+        machine.dialled(key, connection: conn, loop: loopA, streams: 8)
+        // max_upstream_connections 1 forbids a dial on loop B; the stream is free.
+        #expect(acquire(&machine, loop: loopB, at: t0, limit: 1, mayMultiplex: true) == "stream")
+        #expect(machine.entries[key]?.members.first?.state == .streaming(2))
+        #expect(machine.entries[key]?.open == 1)
+        // Under the limit, loop B dials its own instead (no hop between loops).
+        #expect(acquire(&machine, loop: loopB, at: t0, limit: 2, mayMultiplex: true) == "dial")
+    }
+
+    @Test func atTheLimitAStreamsEndGivesItsRoomToAWaiterOnAnotherLoop() {
+        var machine = Machine()
+        let conn = Conn()
+        _ = acquire(&machine, loop: loopA, at: t0, limit: 1, mayMultiplex: true)
+        machine.dialled(key, connection: conn, loop: loopA, streams: 1)
+        #expect(acquire(&machine, loop: loopB, at: t0, limit: 1, mayMultiplex: true) == "wait#1")
+        let (handOvers, close) = machine.streamEnded(key, connection: conn, now: t0)
+        #expect(grants(handOvers) == ["#1 stream"])
+        #expect(close == nil)
+        #expect(machine.entries[key]?.members.first?.state == .streaming(1))
+    }
+
     @Test func requestsWaitBehindAFirstDialThatMayBeHTTP2AndRideOnItsStreams() {
         var machine = Machine()
         let conn = Conn()

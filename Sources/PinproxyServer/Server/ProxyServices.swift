@@ -71,7 +71,8 @@ final class ProxyServices: Sendable {
         case .ready(.connection(let connection)):
             return .pooled(connection)
         case .ready(let lease):
-            return .pending(connection(for: lease, plan: plan, on: loop))
+            // A stream on another loop's HTTP/2 connection (at the limit) is opened there.
+            return .pending(connection(for: lease, plan: plan, on: loop).hop(to: loop))
         case .queued(let future):
             return .pending(future.flatMap { self.connection(for: $0, plan: plan, on: loop) })
         }

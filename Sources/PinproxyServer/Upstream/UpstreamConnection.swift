@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 import PinproxyPolicy
 import PinproxyTLS
 
@@ -16,7 +17,9 @@ protocol UpstreamResponseReceiver: AnyObject {
 
 /// One upstream connection (TCP, TLS per the host's policy, HTTP/1.1), owned
 /// by the pool and lent to one request at a time. Confined to its event loop,
-/// which is also the event loop of every client connection it serves.
+/// which is also the event loop of every client connection it serves, with
+/// one exception: at `max_upstream_connections`, a stream of an HTTP/2
+/// connection may serve a request on another loop (`receiver` then hops).
 ///
 /// HTTP/2 (docs/contract.md §11): the pool holds the connection (`multiplexer`
 /// set, no HTTP handler of its own), and an exchange holds one of its streams:
@@ -71,13 +74,31 @@ final class UpstreamConnection: @unchecked Sendable {
         self.remoteAddress = channel.remoteAddress?.hostPort ?? "?"
     }
 
+    /// Set and cleared by the exchange that holds the connection, on the
+    /// exchange's loop. On the connection's own loop it is the handler's
+    /// receiver. From another loop (a stream lent across loops) the handler
+    /// gets a `ReceiverHop` that hands every callback to the exchange's loop,
+    /// and that is cut off the moment the exchange lets go: a part already on
+    /// its way then goes nowhere rather than to that exchange's next request.
+    /// Writes, flushes and reads need no hop (NIO's channel operations are
+    /// thread-safe, and keep their order); `release` hops in the pool.
     var receiver: (any UpstreamResponseReceiver)? {
         get { handler?.receiver }
         set {
-            channel.eventLoop.preconditionInEventLoop()
-            handler?.receiver = newValue
+            if channel.eventLoop.inEventLoop {
+                handler?.receiver = newValue
+                return
+            }
+            precondition(parent != nil, "only an HTTP/2 stream serves a request on another event loop")
+            hop?.cutOff()
+            hop = newValue.map { ReceiverHop($0) }
+            let hop = self.hop
+            channel.eventLoop.execute { self.handler?.receiver = hop }
         }
     }
+
+    /// The hop of a stream lent across loops (touched only on the exchange's loop).
+    private var hop: ReceiverHop?
 
     /// Told once when the channel closes; told at once if it already has.
     var onClose: (() -> Void)? {
@@ -208,4 +229,46 @@ final class UpstreamHTTPHandler: ChannelInboundHandler, RemovableChannelHandler,
         onClose = nil
         context.fireChannelInactive()
     }
+}
+
+/// Hands an upstream stream's callbacks (on the stream's loop) to a receiver
+/// on another loop, in order, until `cutOff` (on the receiver's loop).
+final class ReceiverHop: UpstreamResponseReceiver, @unchecked Sendable {
+    private weak var target: (any UpstreamResponseReceiver)?
+    private let loop: any EventLoop
+    private var cut = false
+
+    /// Made on the receiver's own event loop.
+    init(_ target: any UpstreamResponseReceiver) {
+        guard let loop = MultiThreadedEventLoopGroup.currentEventLoop else {
+            preconditionFailure("a receiver hop is made on an event loop")
+        }
+        self.target = target
+        self.loop = loop
+    }
+
+    func cutOff() {
+        loop.preconditionInEventLoop()
+        cut = true
+    }
+
+    private func deliver(_ call: @escaping (any UpstreamResponseReceiver) -> Void) {
+        let send = UnsafeTransfer(call)
+        loop.execute {
+            guard !self.cut, let target = self.target else { return }
+            send.wrappedValue(target)
+        }
+    }
+
+    func upstreamReceived(_ part: HTTPClientResponsePart) { deliver { $0.upstreamReceived(part) } }
+    func upstreamReadComplete() { deliver { $0.upstreamReadComplete() } }
+    func upstreamWritabilityChanged() { deliver { $0.upstreamWritabilityChanged() } }
+    func upstreamClosed(_ error: (any Error)?) { deliver { $0.upstreamClosed(error) } }
+}
+
+/// A value carried to another thread whose safety the caller vouches for
+/// (here: the hop's closure runs on the receiver's loop only).
+struct UnsafeTransfer<Value>: @unchecked Sendable {
+    var wrappedValue: Value
+    init(_ value: Value) { wrappedValue = value }
 }

@@ -144,9 +144,11 @@ final class UpstreamMultiplexer: @unchecked Sendable {
 
     var maxStreams: Int { handler.maxStreams }
 
-    /// A new stream on `connection` (this multiplexer's connection), on its event loop.
+    /// A new stream on `connection` (this multiplexer's connection), opened on its event loop.
     func openStream(on connection: UpstreamConnection) -> EventLoopFuture<UpstreamConnection> {
         let loop = connection.channel.eventLoop
+        // A request on another loop (the pool lends across loops at its limit).
+        guard loop.inEventLoop else { return loop.flatSubmit { self.openStream(on: connection) } }
         let made = loop.makePromise(of: UpstreamConnection.self)
         streams.createStreamChannel { stream in
             stream.eventLoop.makeCompletedFuture {

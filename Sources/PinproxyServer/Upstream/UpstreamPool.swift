@@ -142,6 +142,12 @@ final class UpstreamPool: @unchecked Sendable {
     func release(_ connection: UpstreamConnection) {
         let now = NIODeadline.now()
         if let parent = connection.parent {
+            // A stream lent to a request on another loop is let go on its own.
+            guard connection.channel.eventLoop.inEventLoop else {
+                connection.receiver = nil
+                connection.channel.eventLoop.execute { self.release(connection) }
+                return
+            }
             // A stream: unless both its messages ended, it is reset (RST_STREAM);
             // either way its room returns.
             connection.receiver = nil

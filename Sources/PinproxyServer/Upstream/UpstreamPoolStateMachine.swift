@@ -16,7 +16,10 @@ import NIOCore
 /// `max_upstream_connections` still counts connections; it carries up to
 /// `capacity` streams at once (the server's SETTINGS_MAX_CONCURRENT_STREAMS)
 /// and is `streaming(n)` while it does. A request leases a stream on it, and
-/// one that finds every stream busy waits in the same line.
+/// one that finds every stream busy waits in the same line. At the limit, an
+/// HTTP/2 connection with room serves a request from any loop (its stream
+/// then hops loops, see `UpstreamConnection.receiver`): a slot the limit
+/// forbids to dial must not turn away a request that a free stream can carry.
 struct UpstreamPoolStateMachine<Connection: AnyObject> {
     typealias Key = UpstreamPool.Key
     typealias LoopID = ObjectIdentifier
@@ -149,6 +152,11 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
             entry.starting += 1
             return (.dial, close)
         }
+        // At the limit, an HTTP/2 connection on another loop with room: a stream there.
+        if let index = entry.members.firstIndex(where: { $0.hasRoomForStream }), isAlive(entry.members[index].connection) {
+            entry.members[index].state = .streaming(entry.members[index].streams + 1)
+            return (.stream(entry.members[index].connection), close)
+        }
         // At the limit with idle connections only on other loops: retire one, take its slot.
         if let index = entry.members.firstIndex(where: { if case .idle = $0.state { return true } else { return false } }) {
             close.append(entry.members.remove(at: index).connection)
@@ -192,6 +200,11 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
         while entry.members[index].hasRoomForStream, let waiting = entry.waiters.firstIndex(where: { $0.loop == loop }) {
             entry.members[index].state = .streaming(entry.members[index].streams + 1)
             handOvers.append((entry.waiters.remove(at: waiting), .stream(connection)))
+        }
+        // At the limit, waiters on other loops take the room left rather than wait for a slot.
+        while entry.open >= entry.limit, entry.members[index].hasRoomForStream, !entry.waiters.isEmpty {
+            entry.members[index].state = .streaming(entry.members[index].streams + 1)
+            handOvers.append((entry.waiters.removeFirst(), .stream(connection)))
         }
         if entry.open < entry.limit {
             // The first waiter on another loop dials there (its loop's waiters
