@@ -37,8 +37,9 @@ enum RequestTarget {
 
     private static func runStream(_ input: ArraySlice<UInt8>) {
         let session = FuzzSession(.http2Stream)
+        var rules = StreamRules()
         for segment in FuzzInput.segments(input) {
-            guard let payload = frame(segment) else { continue }
+            guard let payload = frame(segment).flatMap({ rules.admit($0) }) else { continue }
             session.clientSends(payload)
             session.upstreamsAnswer()
         }
@@ -84,5 +85,66 @@ enum RequestTarget {
         default:
             return .data(.init(data: .byteBuffer(ByteBuffer()), endStream: true))
         }
+    }
+}
+
+/// What NIO's HTTP/2 connection handler lets reach a server stream, so the
+/// target feeds only frames a real app could get there: the request HEADERS
+/// first (valid request pseudo-headers, no connection-specific fields), then
+/// DATA, then trailers (HEADERS with END_STREAM, no pseudo-headers), nothing
+/// after END_STREAM, and DATA within a `content-length` that the stream's end
+/// must meet. Anything else is a stream or connection error there (RST_STREAM
+/// or GOAWAY), never delivered to the stream channel.
+struct StreamRules {
+    private enum State { case idle, open(remaining: Int?), closed }
+    private var state = State.idle
+    static let requestPseudo: Set<String> = [":method", ":scheme", ":path", ":authority", ":protocol"]
+    static let connectionSpecific: Set<String> = ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"]
+
+    mutating func admit(_ payload: HTTP2Frame.FramePayload) -> HTTP2Frame.FramePayload? {
+        switch (state, payload) {
+        case (.idle, .headers(let headers)):
+            guard Self.validRequest(headers.headers) else { state = .closed; return nil }
+            let lengths = headers.headers["content-length"]
+            guard Set(lengths).count <= 1 else { state = .closed; return nil }
+            var remaining: Int?
+            if let length = lengths.first {
+                guard let value = Int(length), value >= 0 else { state = .closed; return nil }
+                remaining = value
+            }
+            return advance(payload, remaining: remaining, ends: headers.endStream, sent: 0)
+        case (.open(let remaining), .data(let data)):
+            return advance(payload, remaining: remaining, ends: data.endStream, sent: data.data.readableBytes)
+        case (.open(let remaining), .headers(let trailers)):
+            guard trailers.endStream, !trailers.headers.contains(where: { $0.name.hasPrefix(":") }) else { state = .closed; return nil }
+            return advance(payload, remaining: remaining, ends: true, sent: 0)
+        default:
+            return nil
+        }
+    }
+
+    private mutating func advance(_ payload: HTTP2Frame.FramePayload, remaining: Int?, ends: Bool, sent: Int) -> HTTP2Frame.FramePayload? {
+        let left = remaining.map { $0 - sent }
+        if let left, left < 0 || (ends && left != 0) { state = .closed; return nil }
+        state = ends ? .closed : .open(remaining: left)
+        return payload
+    }
+
+    static func validRequest(_ headers: HPACKHeaders) -> Bool {
+        var seenRegular = false
+        var counts: [String: Int] = [:]
+        for (name, value, _) in headers {
+            if name.hasPrefix(":") {
+                guard !seenRegular, requestPseudo.contains(name) else { return false }
+                counts[name, default: 0] += 1
+            } else {
+                seenRegular = true
+                if connectionSpecific.contains(name) { return false }
+                if name == "te", value != "trailers" { return false }
+            }
+        }
+        guard counts.values.allSatisfy({ $0 == 1 }), counts[":method"] == 1 else { return false }
+        if headers.first(name: ":method") == "CONNECT" { return true }
+        return counts[":scheme"] == 1 && counts[":path"] == 1
     }
 }
