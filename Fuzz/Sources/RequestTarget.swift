@@ -41,8 +41,10 @@ enum RequestTarget {
         for segment in FuzzInput.segments(input) {
             guard let payload = frame(segment).flatMap({ rules.admit($0) }) else { continue }
             session.clientSends(payload)
-            session.upstreamsAnswer()
         }
+        // The upstream answers once the stream's frames are in: an answer after
+        // the head alone would end the exchange before its body could follow.
+        session.upstreamsAnswer()
         let upstream = session.upstreamRequestCount()
         precondition(upstream <= 1, "upstreams received \(upstream) requests for one HTTP/2 stream")
         session.finish()
