@@ -9,44 +9,20 @@ struct HTTP2Tests {
     final class Setup: @unchecked Sendable {
         let dir: TemporaryDirectory
         let pki: TestPKI
-        let nginx: ChildProcess
+        let nginx: NginxServer
         let nginxPort: Int
         let grpcServer: ChildProcess
         let proxy: ProxyHarness
 
-        var nginxLog: [String] {
-            TextFile.read(dir.file("nginx/access.log")).split(separator: "\n").map(String.init)
-        }
+        var nginxLog: [String] { nginx.accessLog }
 
         init() async throws {
             dir = try TemporaryDirectory("pinproxy-h2")
             pki = try TestPKI.make(in: dir, names: ["h2.test", "h1up.test", "pinned.test", "grpc.test"])
-            // nginx cannot report a port it chose: take one the kernel gave, then free it.
-            nginxPort = try Self.freePort()
-            try FileManager.default.createDirectory(atPath: dir.file("nginx"), withIntermediateDirectories: true)
-            let conf = try dir.write("nginx/nginx.conf", """
-                worker_processes 1;
-                daemon off;
-                pid \(dir.file("nginx/nginx.pid"));
-                error_log \(dir.file("nginx/error.log"));
-                events { worker_connections 1024; }
-                http {
-                  log_format p '$connection $server_protocol $request_uri $status';
-                  access_log \(dir.file("nginx/access.log")) p;
-                  client_body_temp_path \(dir.file("nginx/body"));
-                  server {
-                    listen 127.0.0.1:\(nginxPort) ssl http2;
-                    ssl_certificate \(pki.chainFile);
-                    ssl_certificate_key \(pki.leafKey);
+            nginx = try NginxServer(in: dir, chain: pki.chainFile, key: pki.leafKey, server: """
                     location / { return 200 "proto=$server_protocol\\n"; }
-                  }
-                }
                 """)
-            nginx = try ChildProcess("nginx", ["-p", dir.file("nginx"), "-c", conf], directory: dir, name: "nginx")
-            let pidFile = dir.file("nginx/nginx.pid")
-            guard pollUntil(timeout: 10, { FileManager.default.fileExists(atPath: pidFile) }) else {
-                throw TestSupportError("nginx did not start: \(nginx.outputText)")
-            }
+            nginxPort = nginx.port
             grpcServer = try ChildProcess("python3", [Self.grpcPeer, "serve", pki.chainFile, pki.leafKey], directory: dir, name: "grpc")
             let grpcPort = try grpcServer.waitForOutput(timeout: 20) { output in
                 output.split(separator: "\n").first { $0.hasPrefix("port ") }.flatMap { Int($0.dropFirst(5)) }
@@ -76,17 +52,11 @@ struct HTTP2Tests {
         }
 
         deinit {
-            nginx.stop()
             grpcServer.stop()
         }
 
         static var grpcPeer: String {
             URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Scripts/grpc_peer.py").path
-        }
-
-        static func freePort() throws -> Int {
-            let result = try ChildProcess.run("python3", ["-c", "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])"])
-            return Int(result.output.trimmingCharacters(in: .whitespacesAndNewlines))!
         }
 
         /// curl through the proxy: "version status" on the first line, then headers and body.

@@ -19,23 +19,7 @@ struct WebSocketOverH2UpstreamTests {
         let wsPort = try wsServer.waitForOutput(timeout: 20) { text in
             text.split(separator: "\n").first { $0.hasPrefix("listening ") }.flatMap { Int($0.dropFirst(10)) }
         }
-        let nginxPort = try HTTP2Tests.Setup.freePort()
-        try FileManager.default.createDirectory(atPath: dir.file("nginx"), withIntermediateDirectories: true)
-        let conf = try dir.write("nginx/nginx.conf", """
-            worker_processes 1;
-            daemon off;
-            pid \(dir.file("nginx/nginx.pid"));
-            error_log \(dir.file("nginx/error.log"));
-            events { worker_connections 64; }
-            http {
-              log_format p '$server_protocol $request_uri $status';
-              access_log \(dir.file("nginx/access.log")) p;
-              client_body_temp_path \(dir.file("nginx/body"));
-              proxy_temp_path \(dir.file("nginx/proxy"));
-              server {
-                listen 127.0.0.1:\(nginxPort) ssl http2;
-                ssl_certificate \(pki.chainFile);
-                ssl_certificate_key \(pki.leafKey);
+        let nginx = try NginxServer(in: dir, chain: pki.chainFile, key: pki.leafKey, server: """
                 location /echo {
                   proxy_pass https://127.0.0.1:\(wsPort);
                   proxy_http_version 1.1;
@@ -43,16 +27,11 @@ struct WebSocketOverH2UpstreamTests {
                   proxy_set_header Connection "upgrade";
                 }
                 location / { return 200 "proto=$server_protocol\\n"; }
-              }
-            }
             """)
-        let nginx = try ChildProcess("nginx", ["-p", dir.file("nginx"), "-c", conf], directory: dir, name: "nginx")
-        defer { nginx.stop() }
-        #expect(pollUntil(timeout: 10) { FileManager.default.fileExists(atPath: dir.file("nginx/nginx.pid")) }, "\(nginx.outputText)")
         let proxy = try ProxyHarness(policies: """
             hosts:
               - match: wsh2.test
-                upstream: 127.0.0.1:\(nginxPort)
+                upstream: 127.0.0.1:\(nginx.port)
                 tls: { ca_file: \(pki.rootCertificate) }
                 probe_interval: 0
             """, mainConfig: "network:\n  allow: [127.0.0.0/8]\n", directory: dir)
@@ -67,7 +46,7 @@ struct WebSocketOverH2UpstreamTests {
         #expect((out["texts"] as? [String])?.last == "message 99")
         #expect(out["binary_sent"] as? String == out["binary_echoed"] as? String)
 
-        let log = TextFile.read(dir.file("nginx/access.log"))
+        let log = nginx.accessLog.joined(separator: "\n")
         #expect(log.contains("HTTP/2.0 /plain 200"), "\(log)")
         #expect(log.contains("HTTP/1.1 /echo 101"), "the upgrade went over HTTP/1.1: \(log)")
     }
