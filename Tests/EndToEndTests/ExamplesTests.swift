@@ -260,23 +260,31 @@ struct ShippedFilesTests {
 
     /// The two ConfigMaps, projected as deployment.yaml projects them, pass check.
     @Test func theKubernetesConfigMapsPassCheckStrict() throws {
-        let maps = try Kubernetes.configMaps()
+        var maps = try Kubernetes.configMaps()
         let deployment = try Kubernetes.deployment()
         let root = try TemporaryDirectory("pinproxy-k8s")
-        let configMount = try #require(Kubernetes.mountPath(deployment, volume: "config"))
-        #expect(configMount == "/etc/pinproxy")
-        let volume = try #require(Kubernetes.volume(deployment, "config"))
-        let sources = (volume["projected"] as? [String: Any])?["sources"] as? [[String: Any]] ?? []
-        #expect(sources.count == 2)
-        for source in sources {
-            let configMap = try #require(source["configMap"] as? [String: Any])
+        // A policy file added to the ConfigMap must reach the pods with no edit
+        // to the Deployment (issue 28 item 16): lay the files out as the mounts do.
+        maps["pinproxy-policies", default: [:]]["added-later.yaml"] = "hosts:\n  - {match: added.example.com, action: deny}\n"
+        let container = (Kubernetes.podSpec(deployment)["containers"] as? [[String: Any]])?.first ?? [:]
+        var mounted: Set<String> = []
+        for mount in container["volumeMounts"] as? [[String: Any]] ?? [] {
+            let name = try #require(mount["name"] as? String)
+            guard let configMap = Kubernetes.volume(deployment, name)?["configMap"] as? [String: Any] else { continue }
+            let path = try #require(mount["mountPath"] as? String)
             let data = try #require(maps[configMap["name"] as? String ?? ""], "no ConfigMap \(configMap["name"] ?? "")")
-            for item in configMap["items"] as? [[String: Any]] ?? [] {
-                let key = try #require(item["key"] as? String)
-                let content = try #require(data[key], "ConfigMap \(configMap["name"] ?? "") has no key \(key)")
-                try root.write("etc/pinproxy/" + (item["path"] as? String ?? key), content)
+            #expect(configMap["items"] == nil, "\(name): an items list leaves out every key it does not name")
+            if let subPath = mount["subPath"] as? String {
+                try root.write(String(path.dropFirst()), try #require(data[subPath], "no key \(subPath)"))
+            } else {
+                for (key, content) in data { try root.write(String(path.dropFirst()) + "/" + key, content) }
             }
+            mounted.insert(path)
         }
+        #expect(mounted == ["/etc/pinproxy/pinproxy.yaml", "/etc/pinproxy/policies"])
+        let explained = try PinproxyBinary.run(["explain", "added.example.com", "--config", root.file("etc/pinproxy/pinproxy.yaml")],
+                                               currentDirectory: root.path)
+        #expect(explained.stdout.contains("added-later.yaml"), "the added file is loaded: \(explained.stdout)\(explained.stderr)")
         // Without the (optional) Spotify Secret there is no SPOTIFY_CLIENT_ID: the pods must still start.
         var environment = Repository.cleanEnvironment([:])
         environment["SPOTIFY_CLIENT_ID"] = nil
@@ -348,6 +356,46 @@ struct ShippedFilesTests {
 
 @Suite("The Dockerfile, the Kubernetes manifests and the README agree")
 struct ContainerAgreementTests {
+    /// Every `section.key` of the main file that the shipped examples name in
+    /// their comments is a key pinproxy knows (issue 28 item 16: the unit named
+    /// `limits.max_connections`).
+    @Test func theKeysTheExamplesNameExist() throws {
+        let files = ["examples/systemd/pinproxy.service", "Dockerfile", "examples/kubernetes/deployment.yaml",
+                     "examples/kubernetes/configmap.yaml", "examples/container/pinproxy.yaml"]
+        let regex = try NSRegularExpression(pattern: #"\b(limits|admin|network|clients)\.([a-z_]+)\b"#)
+        var named: Set<[String]> = []
+        for file in files {
+            let text = try Repository.text(file)
+            for match in regex.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
+                named.insert([1, 2].map { String(text[Range(match.range(at: $0), in: text)!]) })
+            }
+        }
+        #expect(named.contains(["limits", "max_client_connections"]))
+        let dir = try TemporaryDirectory("pinproxy-example-keys")
+        for key in named.sorted(by: { $0.joined() < $1.joined() }) {
+            try dir.write("etc/pinproxy.yaml", "policies: policies\n\(key[0]):\n  \(key[1]): 1\n")
+            try dir.write("etc/policies/p.yaml", "hosts: []\n")
+            let check = try PinproxyBinary.run(["check", "--config", dir.file("etc/pinproxy.yaml")], currentDirectory: dir.path)
+            #expect(!(check.stdout + check.stderr).contains("unknown key"), "\(key.joined(separator: ".")): \(check.stdout)\(check.stderr)")
+        }
+    }
+
+    /// A RUN that writes under a directory a later RUN mounts a cache on is
+    /// hidden by that mount: the package resolution must go into the same cache
+    /// as the build that uses it (issue 28 item 16).
+    @Test func theResolvedPackagesAreWhereTheBuildLooks() throws {
+        let runs = try Dockerfile.load().runs
+        func cacheTargets(_ run: String) -> [String] {
+            run.split(separator: " ").filter { $0.hasPrefix("--mount=type=cache") }.compactMap {
+                $0.split(separator: ",").first { $0.hasPrefix("target=") }.map { String($0.dropFirst("target=".count)) }
+            }
+        }
+        let resolve = try #require(runs.first { $0.contains("swift package resolve") })
+        let build = try #require(runs.first { $0.contains("swift build") })
+        #expect(!cacheTargets(build).isEmpty, "the build keeps its cache")
+        #expect(cacheTargets(resolve) == cacheTargets(build), "resolve: \(resolve)\nbuild: \(build)")
+    }
+
     @Test func portsUserPathsAndProbes() throws {
         let docker = try Dockerfile.load()
         #expect(docker.exposed == [8080, 9090])
@@ -389,7 +437,8 @@ struct ContainerAgreementTests {
         #expect(docker.healthcheck.contains("/healthz"))
         #expect(docker.healthcheckPort == 9090)
         #expect(Kubernetes.mountPath(deployment, volume: "state") == Dockerfile.statePath)
-        #expect(Kubernetes.mountPath(deployment, volume: "config") == "/etc/pinproxy")
+        #expect(Kubernetes.mountPath(deployment, volume: "config") == Dockerfile.configPath)
+        #expect(Kubernetes.mountPath(deployment, volume: "policies") == "/etc/pinproxy/policies")
         let resources = container["resources"] as? [String: Any] ?? [:]
         #expect(resources["requests"] != nil && resources["limits"] != nil)
 
@@ -460,6 +509,8 @@ struct Dockerfile {
     var healthcheck = ""
     var healthcheckCommand: [String] = []
     var runtimeCopies: [Copy] = []
+    /// Every RUN instruction of every stage, in order.
+    var runs: [String] = []
 
     var healthcheckPort: Int? {
         guard let range = healthcheck.range(of: "/dev/tcp/127.0.0.1/") else { return nil }
@@ -489,6 +540,7 @@ struct Dockerfile {
             case "FROM": stages += 1; file.runtimeCopies = []
             case "EXPOSE": file.exposed += rest.split(separator: " ").compactMap { Int($0.split(separator: "/")[0]) }
             case "USER": file.user = rest
+            case "RUN": file.runs.append(rest)
             case "VOLUME": file.volumes = try jsonArray(rest)
             case "CMD": file.command = try jsonArray(rest)
             case "HEALTHCHECK":
