@@ -173,11 +173,17 @@ struct RunCommand: AsyncParsableCommand {
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger))
         // The line that says why it is going away (the service group's own is at debug).
+        // Trapping the signals here ignores them for the process before the group
+        // traps them too: a SIGTERM in between would reach this sequence alone, so
+        // it also asks the group to shut down (a no-op when the group saw it too;
+        // remembered when the group has not started yet). scripts/startup-loop
+        // found that window.
         let grace = "\(settings.limits.shutdownGrace.components.seconds)s"
         let signalLog = Task {
             for await signal in await UnixSignalsSequence(trapping: .sigterm, .sigint) {
                 logger.notice("shutdown requested: no longer accepting, draining connections",
                               metadata: ["signal": "\(signal)", "shutdown_grace": "\(grace)"])
+                await group.triggerGracefulShutdown()
             }
         }
         defer { signalLog.cancel() }
