@@ -87,6 +87,24 @@ struct StatusPageTests {
         #expect(html.contains("<article class=\"host\" data-policy=\"losing.example.com\">"))
     }
 
+    /// After a rotation, the leaf seen by traffic since the last probe is the
+    /// one the page shows (issue 28 item 13), not the probe's older one.
+    @Test func theLeafExpiryIsTheOneSeenLast() throws {
+        let now = AdminFixture.now
+        let old = now + 10 * 86_400, renewed = now + 90 * 86_400
+        let chain = { (notAfter: Date, seen: Date) in
+            ObservedChain(certificates: [ObservedCertificateInfo(spkiSHA256: AdminFixture.pin(4), subject: "CN=steady.example.com",
+                                                                 issuer: "CN=CA", notBefore: now - 86_400, notAfter: notAfter)],
+                          firstSeen: seen, lastSeen: seen, count: 1)
+        }
+        let probe = ProbeStatus(success: true, at: now - 600, leafNotAfter: old, verdict: "match")
+        let afterProbe = ObservedHost(host: "steady.example.com", policy: "steady.example.com", chains: [chain(renewed, now - 60)], lastSeen: now - 60)
+        #expect(StatusPageModel.latestLeaf(probe: probe, observed: [afterProbe]) == renewed)
+        let beforeProbe = ObservedHost(host: "steady.example.com", policy: "steady.example.com", chains: [chain(renewed, now - 900)], lastSeen: now - 900)
+        #expect(StatusPageModel.latestLeaf(probe: probe, observed: [beforeProbe]) == old)
+        #expect(StatusPageModel.latestLeaf(probe: nil, observed: [afterProbe]) == renewed)
+    }
+
     @Test func theHTMLEscapesWhatItShowsAndLoadsNothing() throws {
         let session = SessionSummary(name: "app<1>", flow: "client_credentials", status: .needsReauthorization(reason: "invalid_grant"))
         let html = StatusPageHTML.render(try model(sessions: [session]))

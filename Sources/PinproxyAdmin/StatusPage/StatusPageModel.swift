@@ -89,12 +89,22 @@ public struct StatusPageModel: Sendable {
                 upstream: spec.upstream.map(\.description),
                 tlsSummary: Self.tlsSummary(spec.tls),
                 verdicts: verdicts(pattern).sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
-                leafNotAfter: probed?.leafNotAfter ?? observed.first { $0.policy == pattern }?.chains.first?.certificates.first?.notAfter,
+                leafNotAfter: Self.latestLeaf(probe: probed, observed: observed.filter { $0.policy == pattern }),
                 probe: probed,
                 timeline: spec.action == .intercept ? spec.pins.map { PinTimelineModel(pins: $0, now: now, days: timelineDays) } : nil,
                 observedHosts: observed.filter { $0.policy == pattern }.map { ($0.host, $0.chains.count) },
                 recentRefusals: Self.recent(refusals(pattern, windowStart)))
         }
+    }
+
+    /// The leaf's notAfter from whichever saw the upstream last, the probe or
+    /// traffic: after a rotation, traffic shows the new leaf before the next probe.
+    public static func latestLeaf(probe: ProbeStatus?, observed: [ObservedHost]) -> Date? {
+        let seen = observed.compactMap { host in host.chains.first.map { (at: $0.lastSeen, leaf: $0.certificates.first?.notAfter) } }
+            .max { $0.at < $1.at }
+        guard let probe, probe.leafNotAfter != nil else { return seen?.leaf }
+        guard let seen, seen.at > probe.at else { return probe.leafNotAfter }
+        return seen.leaf ?? probe.leafNotAfter
     }
 
     static func recent(_ refusals: [(at: Date, code: String)]) -> RecentRefusals? {
