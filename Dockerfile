@@ -21,9 +21,11 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libssl-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-# Dependencies first, so a source change does not fetch them again.
+# Dependencies first, so a source change does not fetch them again. They are
+# resolved into the cache the build below mounts on /src/.build: written to
+# the layer instead, they would be hidden by that mount and fetched anew.
 COPY Package.* ./
-RUN swift package resolve
+RUN --mount=type=cache,target=/src/.build swift package resolve
 # Every target the manifest declares must exist, tests and benchmark included.
 COPY Sources ./Sources
 COPY Tests ./Tests

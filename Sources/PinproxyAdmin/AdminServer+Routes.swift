@@ -11,11 +11,13 @@ extension AdminServer {
     /// Each path and the one method it answers; any other method gets 405.
     static let routes: [(path: String, method: HTTPRequest.Method)] = [
         ("/", .get), ("/metrics", .get), ("/healthz", .get), ("/readyz", .get), ("/policies", .get), ("/reload", .post),
+        ("/probe", .post),
     ]
     static let methods: [HTTPRequest.Method] = [.get, .head, .post, .put, .delete, .patch, .options]
 
     func makeRouter() -> Router<BasicRequestContext> {
-        let router = Router()
+        // HEAD of every GET path: the GET's head without its body (scrapers, `curl -I`).
+        let router = Router(options: .autoGenerateHeadEndpoints)
         // Before the routes: it applies to every route added after it.
         let store = self.store
         router.add(middleware: AdminGuardMiddleware(
@@ -26,12 +28,15 @@ extension AdminServer {
         router.get("/readyz") { _, _ in readyResponse() }
         router.get("/policies") { _, _ in policiesResponse() }
         router.post("/reload") { _, _ in try await reloadResponse() }
+        router.post("/probe") { request, _ in await probeResponse(host: request.uri.queryParameters["host"].map(String.init)) }
         for (path, allowed) in Self.routes {
-            for method in Self.methods where method != allowed {
+            // HEAD of a GET path is generated (above): only the other methods get 405.
+            let answered = allowed == .get ? "GET, HEAD" : allowed.rawValue
+            for method in Self.methods where method != allowed && !(allowed == .get && method == .head) {
                 router.on(RouterPath(path), method: method) { _, _ in
                     JSONResponse.make(.methodNotAllowed, [
-                        "error": "method_not_allowed", "detail": "\(path) answers \(allowed.rawValue) only",
-                    ], headers: [.allow: allowed.rawValue])
+                        "error": "method_not_allowed", "detail": "\(path) answers \(answered) only",
+                    ], headers: [.allow: answered])
                 }
             }
         }
@@ -41,6 +46,7 @@ extension AdminServer {
     func metricsResponse() -> Response {
         // Pins become active and expire with time alone: recompute at each scrape.
         metrics.updatePinExpiry(store.snapshot, now: store.loader.clock())
+        metrics.updateProcess()
         return Response(
             status: .ok, headers: [.contentType: PinproxyMetrics.contentType],
             body: ResponseBody(byteBuffer: ByteBuffer(string: metrics.exposition())))
@@ -59,11 +65,29 @@ extension AdminServer {
         return JSONResponse.make(.ok, document)
     }
 
+    /// `POST /probe?host=H` (docs/contract.md §5): one probe now, answered with
+    /// its result once it has finished (as `probe` in `/policies`).
+    func probeResponse(host: String?) async -> Response {
+        guard let host, !host.isEmpty else {
+            return JSONResponse.make(.badRequest, ["error": "bad_request", "detail": "name the host to probe: POST /probe?host=HOST"])
+        }
+        guard let probeNow = providers.probeNow else {
+            return JSONResponse.make(.notFound, ["error": "no_probe", "detail": "this admin API cannot run probes"])
+        }
+        guard let status = await probeNow(host) else {
+            return JSONResponse.make(.notFound, [
+                "error": "no_policy", "detail": "no intercepted host policy matches \(host); only those are probed",
+            ])
+        }
+        return JSONResponse.make(.ok, ProbeDocument(status))
+    }
+
     /// The status page (docs/contract.md §13): HTML under a CSP that lets nothing load.
     func statusPageResponse() -> Response {
         let model = StatusPageModel(
             snapshot: store.snapshot, lastReload: store.lastReload, now: store.loader.clock(), probe: providers.probe,
-            verdicts: providers.verdicts, observed: providers.observed(), sessions: providers.sessions())
+            verdicts: providers.verdicts, observed: providers.observed(), sessions: providers.sessions(),
+            refusals: providers.refusals)
         return Response(
             status: .ok,
             headers: [

@@ -9,7 +9,7 @@ import PinproxyPolicy
 import ServiceLifecycle
 
 /// The admin HTTP API (docs/contract.md §5) on `admin.listen`: the status page `/` (§13), `/metrics`, `/healthz`,
-/// `/readyz`, `/policies`, `POST /reload`. A swift-service-lifecycle
+/// `/readyz`, `/policies`, `POST /reload`, `POST /probe`. A swift-service-lifecycle
 /// `Service`: run it in the process's `ServiceGroup`; graceful shutdown
 /// stops accepting and lets requests in flight finish.
 ///
@@ -33,6 +33,12 @@ public struct AdminServer: Service {
         public var verdicts: @Sendable (_ pattern: String) -> [String: Int]
         /// The Spotify sessions' state, for the status page.
         public var sessions: @Sendable () -> [SessionSummary]
+        /// A policy's refusals by the pins since a time (client traffic), for the
+        /// status page's "failing now".
+        public var refusals: @Sendable (_ pattern: String, _ since: Date) -> [(at: Date, code: String)]
+        /// `POST /probe?host=H`: probe the intercepted policy matching H now and
+        /// return its result; nil (the closure's) when no such policy exists.
+        public var probeNow: (@Sendable (_ host: String) async -> ProbeStatus?)?
 
         public init(
             readiness: @escaping @Sendable () -> ReadinessStatus,
@@ -40,8 +46,12 @@ public struct AdminServer: Service {
             probe: @escaping @Sendable (_ pattern: String) -> ProbeStatus? = { _ in nil },
             observed: @escaping @Sendable () -> [ObservedHost] = { [] },
             verdicts: @escaping @Sendable (_ pattern: String) -> [String: Int] = { _ in [:] },
-            sessions: @escaping @Sendable () -> [SessionSummary] = { [] }
+            sessions: @escaping @Sendable () -> [SessionSummary] = { [] },
+            refusals: @escaping @Sendable (_ pattern: String, _ since: Date) -> [(at: Date, code: String)] = { _, _ in [] },
+            probeNow: (@Sendable (_ host: String) async -> ProbeStatus?)? = nil
         ) {
+            self.refusals = refusals
+            self.probeNow = probeNow
             self.readiness = readiness
             self.readinessDetails = readinessDetails
             self.probe = probe
@@ -109,7 +119,7 @@ public struct AdminServer: Service {
                 await onListening(address)
             },
             eventLoopGroupProvider: .shared(eventLoopGroup),
-            logger: logger)
+            logger: Self.frameworkLogger(logger))
         do {
             try await app.run()
         } catch where !bound.isBound {

@@ -28,17 +28,20 @@ struct ObservedChainDocument: Encodable {
     var firstSeen: String
     var lastSeen: String
     var count: Int
+    /// The pin verdict the last time it was seen (`match`, `mismatch_enforced`…).
+    var verdict: String?
     var certificates: [ObservedCertificateDocument]
 
     init(_ chain: ObservedChain) {
         firstSeen = DateText.format(chain.firstSeen)
         lastSeen = DateText.format(chain.lastSeen)
         count = chain.count
+        verdict = chain.verdict
         certificates = chain.certificates.map(ObservedCertificateDocument.init)
     }
 
     enum CodingKeys: String, CodingKey {
-        case count, certificates
+        case count, certificates, verdict
         case firstSeen = "first_seen"
         case lastSeen = "last_seen"
     }

@@ -109,7 +109,7 @@ public struct SwapServer: Service {
                 bound.resolve(address)
             },
             eventLoopGroupProvider: .shared(eventLoopGroup),
-            logger: logger)
+            logger: Self.frameworkLogger(logger))
         do {
             try await app.run()
         } catch where !bound.isBound {

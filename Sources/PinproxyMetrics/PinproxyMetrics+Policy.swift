@@ -81,12 +81,24 @@ extension PinproxyMetrics {
 
     /// Recomputes `pin_expiry_timestamp_seconds` for every pinned policy: pins
     /// become active and expire with time alone, so the admin server calls
-    /// this before every scrape.
+    /// this before every scrape. A pin set that is empty by design (the
+    /// learning phase: `mode: report` or `on_expiry: chain_only` with no pin
+    /// listed) never refuses for want of a pin, so it exports no series at all:
+    /// a 0 would fire `PinproxyPinSetExpiringSoon` for a host nobody broke.
     public func updatePinExpiry(_ snapshot: PolicySnapshot, now: Date) {
         for policy in snapshot.policies {
             guard let pins = policy.pins else { continue }
+            if Self.isLearning(pins) {
+                removeGauge(.pinExpiry, [policy.hostLabel.value])
+                continue
+            }
             pinExpiry(host: policy.hostLabel, PinSetExpiry(pins, now: now))
         }
+    }
+
+    /// No pin listed, and nothing refused for it (docs/contract.md §6).
+    static func isLearning(_ pins: PinPolicy) -> Bool {
+        pins.pins.isEmpty && (pins.mode == .report || pins.onExpiry == .chainOnly)
     }
 
     /// One reload attempt; on success also `policy_last_reload_success_timestamp_seconds`.

@@ -25,6 +25,8 @@ public final class PinproxyMetrics: Sendable {
         var tls: [String: TLSPair] = [:]
         /// Stores already observed, so a second `observe` does not count twice.
         var observedStores: Set<ObjectIdentifier> = []
+        /// CPU seconds already added to `process_cpu_seconds_total`.
+        var processCPUSeconds: Double = 0
     }
 
     struct TLSPair: Hashable {

@@ -59,14 +59,15 @@ struct CACommand: ParsableCommand {
     }
 
     struct Show: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print the CA's subject, SHA-256 fingerprint, notAfter and pin.")
+        static let configuration = CommandConfiguration(abstract: "Print the CA's subject, SHA-256 fingerprint, notAfter and pin (reads only the certificate).")
         @OptionGroup var location: CALocation
 
         func run() throws {
             do {
-                let (certificate, key) = try location.resolve()
-                let ca = try CertificateAuthority.load(certificatePath: certificate, keyPath: key)
-                print(Self.describe(ca.certificate), terminator: "")
+                // Only the certificate: client owners run this to check what they were
+                // given (docs/trusting-the-ca.md), and they must not need the key.
+                let certificate = try Certificate.loadPEM(file: try location.resolve().certificate)[0]
+                print(Self.describe(certificate), terminator: "")
             } catch let exit as ExitCode {
                 throw exit
             } catch {

@@ -15,13 +15,14 @@ struct ExplainCommand: AsyncParsableCommand {
         commandName: "explain",
         abstract: "Say which policy a host matches, what it enforces and the answer a request would get.",
         discussion: """
-        Prints the pattern forms the matcher looked up and the policy that won, the action, the TLS
-        settings, the pins active at --at (now by default) and the look-ahead warnings, the Spotify
-        session whose token would be added, and the answer in words. With --connect it also
-        handshakes to the upstream with the policy's TLS settings and prints the pin verdict and the
-        chain seen (a tunnelled host: the TCP dial alone), dialling through the proxy's SSRF guard.
-        Exit status: 0 explained (and with --connect, a request would be served), 1 the
-        configuration is invalid or, with --connect, a request would be refused.
+        Prints the pattern forms the matcher looked up and the policy that won, the action, the TLS \
+        settings, the pins active at --at (now by default) and the look-ahead warnings, the Spotify \
+        session whose token would be added, and the answer in words. With --connect it also \
+        handshakes to the upstream with the policy's TLS settings and prints the pin verdict and the \
+        chain seen (a tunnelled host: the TCP dial alone), dialling through the proxy's SSRF guard. \
+        Exit status: 0 a request would be served (or tunnelled), 1 it would be refused (by the \
+        policy, for --client by the client rules, or with --connect by the handshake) or the \
+        configuration is invalid.
         """)
 
     @Argument(help: "The host a client asks for, with an optional port (default 443).")

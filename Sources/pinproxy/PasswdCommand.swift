@@ -9,13 +9,13 @@ struct PasswdCommand: ParsableCommand {
         commandName: "passwd",
         abstract: "Hash a client password for clients.identities (salted PBKDF2-SHA256).",
         discussion: """
-        Reads the password from standard input (not echoed when it is a terminal; one line, the
-        line break removed) and prints `$pbkdf2-sha256$i=ITERATIONS$SALT$HASH` (salt and hash in
-        base64): paste it as `password_hash`, or write it to the file `password_hash_file` names.
+        Reads the password from standard input (not echoed when it is a terminal; one line, the \
+        line break removed) and prints `$pbkdf2-sha256$i=ITERATIONS$SALT$HASH` (salt and hash in \
+        base64): paste it as `password_hash`, or write it to the file `password_hash_file` names. \
         The default work factor costs about 50 ms per check; each hash carries its own count.
         """)
 
-    @Option(name: .long, help: "PBKDF2 iterations (default \(PasswordWorkFactor.defaultIterations)).")
+    @Option(name: .long, help: "PBKDF2 iterations.")
     var iterations: Int = PasswordWorkFactor.defaultIterations
 
     func validate() throws {

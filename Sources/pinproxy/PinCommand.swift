@@ -8,10 +8,10 @@ struct PinCommand: AsyncParsableCommand {
         abstract: "Print the SPKI pin (sha256/BASE64) of certificates in PEM files or of a live server's chain.",
         discussion: """
         Files: every certificate in each file, one line each (--format yaml for a list to paste).
-        --connect: handshake to HOST[:PORT] (default port 443) and print every certificate of the
-        chain the server sent, leaf first, as YAML ready to paste under spki_sha256 (--format text
-        for one line each). The chain is shown even if it does not verify; the verification result
-        goes to standard error. Exit status: 0 the chain verified, 1 no chain (the connection or the
+        --connect: handshake to HOST[:PORT] (default port 443) and print every certificate of the \
+        chain the server sent, leaf first, as YAML ready to paste under spki_sha256 (--format text \
+        for one line each). The chain is shown even if it does not verify; the verification result \
+        goes to standard error. Exit status: 0 the chain verified, 1 no chain (the connection or the \
         handshake failed), 2 the chain was printed but does not verify.
         """)
 

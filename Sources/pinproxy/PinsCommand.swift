@@ -20,31 +20,54 @@ struct PinsSuggestCommand: AsyncParsableCommand {
         commandName: "suggest",
         abstract: "Print a ready spki_sha256 list per host from the chains a running pinproxy has seen.",
         discussion: """
-        The intended workflow: run a new host with `pins: {mode: report, ...}` (or unpinned) for a while,
-        then paste what this prints. It picks an intermediate and the root above it (both outlive the
-        leaf, so routine leaf renewals keep matching) and says why in comments; not_after is each
-        certificate's own. Exit status: 0 printed, 1 the admin API could not be read, 2 nothing observed
+        The intended workflow: run a new host with `pins: {mode: report, ...}` (or unpinned) for a while, \
+        then paste what this prints. It picks an intermediate and the root above it (both outlive the \
+        leaf, so routine leaf renewals keep matching) from the chain that matched the policy's pins (or, \
+        in the learning phase, verified with no pin to compare), and says why in comments; a chain the \
+        proxy refused or only reported is used only when nothing else was seen, under a WARNING line. \
+        not_after is each certificate's own. The admin API is --admin, else the admin.listen of --config. \
+        Exit status: 0 printed, 1 the admin API could not be read, 2 nothing observed \
         (for --host: that host was not seen).
         """)
 
-    @Option(name: .long, help: "The admin API's base URL.")
-    var admin = "http://127.0.0.1:9090"
+    @Option(name: .long, help: "The admin API's base URL (default: from the config's admin.listen).")
+    var admin: String?
+
+    @Option(name: .long, help: "The main config file whose admin.listen names the admin API (default: etc/pinproxy.yaml if present, else the embedded defaults).")
+    var config: String?
 
     @Option(name: .long, help: "Only this upstream host name.")
     var host: String?
 
+    @Option(name: .long, help: "Spaces before every line printed; 6 pastes it under the pins: of a policy in a hosts: list.")
+    var indent = 6
+
     func run() async throws {
-        let url = admin.hasSuffix("/") ? admin + "policies" : admin + "/policies"
-        guard let endpoint = URL(string: url) else { throw ValidationError("--admin must be a URL, not `\(admin)`") }
+        let base = try admin ?? Self.adminURL(config: config)
+        let url = base.hasSuffix("/") ? base + "policies" : base + "/policies"
+        guard let endpoint = URL(string: url), endpoint.host != nil else {
+            throw ValidationError("--admin must be a URL such as http://127.0.0.1:9090, not `\(base)`")
+        }
         let hosts: [ObservedHost]
         do {
             let (data, response) = try await URLSession.shared.data(from: endpoint)
-            guard let status = (response as? HTTPURLResponse)?.statusCode, status == 200 else {
-                throw ValidationError("\(url) answered \((response as? HTTPURLResponse)?.statusCode ?? 0)")
+            let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+            guard status == 200 else {
+                standardError("pinproxy pins suggest: \(url) answered HTTP \(status), not pinproxy's /policies document; is \(base) pinproxy's admin API?")
+                throw ExitCode(1)
             }
-            hosts = try ObservedReading.hosts(from: data)
+            do {
+                hosts = try ObservedReading.hosts(from: data)
+            } catch {
+                standardError("pinproxy pins suggest: \(url) did not answer with pinproxy's /policies document (\(error)); is \(base) pinproxy's admin API?")
+                throw ExitCode(1)
+            }
+        } catch let exit as ExitCode {
+            throw exit
         } catch {
-            standardError("pinproxy pins suggest: cannot read \(url): \(error)")
+            // One sentence, not Foundation's error dump: what was asked, what happened, what to check.
+            standardError("pinproxy pins suggest: cannot read \(url): \(Self.reason(error)); is pinproxy running, "
+                          + "and is that its admin.listen (--admin URL or --config FILE)?")
             throw ExitCode(1)
         }
         let wanted = host.map(HostPattern.normalize)
@@ -56,7 +79,32 @@ struct PinsSuggestCommand: AsyncParsableCommand {
                           + "; send traffic through the proxy or wait for a probe, then ask again")
             throw ExitCode(2)
         }
-        print(suggestions.map(\.yaml).joined(separator: "\n"), terminator: "")
+        print(suggestions.map { $0.yaml(indent: indent) }.joined(separator: "\n"), terminator: "")
+    }
+
+    /// `http://HOST:PORT` of the config's `admin.listen`; a wildcard address is asked on loopback.
+    static func adminURL(config: String?) throws -> String {
+        let (loaded, diagnostics) = PolicyLoader(configFile: config).loadMainConfig()
+        guard let loaded else {
+            diagnostics.errors.forEach { standardError($0.description) }
+            standardError("pinproxy pins suggest: the configuration is invalid; give --admin URL, or run `pinproxy check`")
+            throw ExitCode(1)
+        }
+        var host = loaded.admin.listen.host
+        if host == "0.0.0.0" || host.isEmpty { host = "127.0.0.1" }
+        if host == "::" { host = "::1" }
+        return "http://" + (host.contains(":") ? "[\(host)]" : host) + ":\(loaded.admin.listen.port)"
+    }
+
+    /// Why a request failed, in words.
+    static func reason(_ error: any Error) -> String {
+        guard let url = error as? URLError else { return "\(error.localizedDescription)" }
+        switch url.code {
+        case .cannotConnectToHost, .networkConnectionLost: return "nothing answers there (connection refused)"
+        case .timedOut: return "no answer in time"
+        case .cannotFindHost, .dnsLookupFailed: return "that host name does not resolve"
+        default: return url.localizedDescription
+        }
     }
 }
 
@@ -73,6 +121,7 @@ enum ObservedReading {
         var first_seen: String
         var last_seen: String
         var count: Int
+        var verdict: String?
         var certificates: [Cert]
     }
     private struct Cert: Decodable {
@@ -98,7 +147,8 @@ enum ObservedReading {
                 ObservedChain(certificates: try chain.certificates.map {
                     ObservedCertificateInfo(spkiSHA256: $0.pin, subject: $0.subject, issuer: $0.issuer,
                                             notBefore: try date($0.not_before), notAfter: try date($0.not_after))
-                }, firstSeen: try date(chain.first_seen), lastSeen: try date(chain.last_seen), count: chain.count)
+                }, firstSeen: try date(chain.first_seen), lastSeen: try date(chain.last_seen), count: chain.count,
+                   verdict: chain.verdict)
             }, lastSeen: try date(host.last_seen))
         }
     }

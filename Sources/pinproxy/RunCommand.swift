@@ -11,6 +11,7 @@ import PinproxySessionStore
 import PinproxySpotify
 import PinproxyTLS
 import ServiceLifecycle
+import UnixSignals
 
 /// `pinproxy run`: serve until SIGTERM/SIGINT (docs/contract.md §2, §10).
 struct RunCommand: AsyncParsableCommand {
@@ -133,12 +134,12 @@ struct RunCommand: AsyncParsableCommand {
                 let store = sessionStore?.problem.map { ["the session store cannot be reached: \($0)"] } ?? []
                 return accept + store + sessions.readinessDetails
             }, probe: { pattern in
-                proxy.probes.result(for: pattern).map {
-                    ProbeStatus(success: $0.success, at: $0.at, leafNotAfter: $0.leafNotAfter, verdict: $0.verdict, error: $0.error, detail: $0.detail)
-                }
+                proxy.probes.result(for: pattern).map(ProbeStatus.init)
             }, observed: { proxy.observedPins.hosts },
             verdicts: { proxy.observedPins.verdicts(forPolicy: $0) },
-            sessions: { sessions.summaries }),
+            sessions: { sessions.summaries },
+            refusals: { proxy.observedPins.refusals(forPolicy: $0, since: $1) },
+            probeNow: { host in await proxy.probes.probeNow(host: host).map(ProbeStatus.init) }),
             onListening: { _ in notice.listening("admin") })
         // A graceful shutdown stops services in reverse order: the proxy, last
         // here, first (its listener closes at once, then it drains), and the
@@ -171,7 +172,29 @@ struct RunCommand: AsyncParsableCommand {
             services: services,
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger))
+        // The line that says why it is going away (the service group's own is at debug).
+        // Trapping the signals here ignores them for the process before the group
+        // traps them too: a SIGTERM in between would reach this sequence alone, so
+        // it also asks the group to shut down (a no-op when the group saw it too;
+        // remembered when the group has not started yet). scripts/startup-loop
+        // found that window.
+        let grace = "\(settings.limits.shutdownGrace.components.seconds)s"
+        let signalLog = Task {
+            for await signal in await UnixSignalsSequence(trapping: .sigterm, .sigint) {
+                logger.notice("shutdown requested: no longer accepting, draining connections",
+                              metadata: ["signal": "\(signal)", "shutdown_grace": "\(grace)"])
+                await group.triggerGracefulShutdown()
+            }
+        }
+        defer { signalLog.cancel() }
         try await group.run()
         logger.info("stopped")
+    }
+}
+
+extension ProbeStatus {
+    init(_ result: ProbeResult) {
+        self.init(success: result.success, at: result.at, leafNotAfter: result.leafNotAfter, verdict: result.verdict,
+                  error: result.error, detail: result.detail)
     }
 }

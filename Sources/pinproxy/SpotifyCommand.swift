@@ -54,7 +54,12 @@ struct SpotifyLoginCommand: AsyncParsableCommand {
         }
         let spotify = store.snapshot.config.spotify
         guard let sessionConfig = spotify.sessions[session] else {
-            fail("no Spotify session named \(session) (known: \(spotify.sessions.keys.sorted().joined(separator: ", ")))")
+            let file = store.snapshot.config.file ?? "the embedded defaults"
+            if spotify.sessions.isEmpty {
+                fail("no Spotify session named \(session): \(file) defines no spotify.sessions; add one with flow: refresh_token, "
+                     + "a refresh_token_file and a redirect_uri (etc/pinproxy.yaml has a commented example; docs/policies.md explains them)")
+            }
+            fail("no Spotify session named \(session) in \(file) (known: \(spotify.sessions.keys.sorted().joined(separator: ", ")))")
         }
         guard sessionConfig.flow == .refreshToken, sessionConfig.refreshTokenFile != nil || spotify.store != nil else {
             fail("session \(session) is not a refresh_token session with a refresh_token_file or a spotify.store")

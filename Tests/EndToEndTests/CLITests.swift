@@ -147,9 +147,23 @@ struct CLITests {
         #expect(try String(contentsOfFile: dir.file("trust.pem"), encoding: .utf8) == String(contentsOfFile: dir.file("state/ca.pem"), encoding: .utf8))
 
         chmod(dir.file("state/ca-key.pem"), 0o640)
-        let refused = try PinproxyBinary.run(["ca", "show"] + location)
+        let refused = try PinproxyBinary.run(["ca", "init"] + location)
         #expect(refused.status == 1)
         #expect(refused.stderr.contains("CA key \(dir.file("state/ca-key.pem")) is readable by group or others (mode 640); run: chmod 600"))
+    }
+
+    /// Showing needs the certificate alone: the trust guide has client owners
+    /// run `ca show --ca-cert FILE` where no key exists (issue 28 item 15).
+    @Test func caShowReadsOnlyTheCertificate() throws {
+        let dir = try TemporaryDirectory()
+        let created = try PinproxyBinary.run(["ca", "init", "--ca-cert", dir.file("state/ca.pem"), "--ca-key", dir.file("state/ca-key.pem")])
+        #expect(created.status == 0, "\(created.stderr)")
+        try FileManager.default.copyItem(atPath: dir.file("state/ca.pem"), toPath: dir.file("given.pem"))
+        try FileManager.default.removeItem(atPath: dir.file("state"))
+        let shown = try PinproxyBinary.run(["ca", "show", "--ca-cert", dir.file("given.pem")], currentDirectory: dir.path)
+        #expect(shown.status == 0, "\(shown.stderr)")
+        #expect(shown.stdout.contains("pin:         sha256/\(try TestPKI.opensslSPKIPin(dir.file("given.pem")))"), "\(shown.stdout)")
+        #expect(!shown.stderr.contains("key"), "\(shown.stderr)")
     }
 }
 

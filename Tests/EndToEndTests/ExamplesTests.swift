@@ -260,23 +260,31 @@ struct ShippedFilesTests {
 
     /// The two ConfigMaps, projected as deployment.yaml projects them, pass check.
     @Test func theKubernetesConfigMapsPassCheckStrict() throws {
-        let maps = try Kubernetes.configMaps()
+        var maps = try Kubernetes.configMaps()
         let deployment = try Kubernetes.deployment()
         let root = try TemporaryDirectory("pinproxy-k8s")
-        let configMount = try #require(Kubernetes.mountPath(deployment, volume: "config"))
-        #expect(configMount == "/etc/pinproxy")
-        let volume = try #require(Kubernetes.volume(deployment, "config"))
-        let sources = (volume["projected"] as? [String: Any])?["sources"] as? [[String: Any]] ?? []
-        #expect(sources.count == 2)
-        for source in sources {
-            let configMap = try #require(source["configMap"] as? [String: Any])
+        // A policy file added to the ConfigMap must reach the pods with no edit
+        // to the Deployment (issue 28 item 16): lay the files out as the mounts do.
+        maps["pinproxy-policies", default: [:]]["added-later.yaml"] = "hosts:\n  - {match: added.example.com, action: deny}\n"
+        let container = (Kubernetes.podSpec(deployment)["containers"] as? [[String: Any]])?.first ?? [:]
+        var mounted: Set<String> = []
+        for mount in container["volumeMounts"] as? [[String: Any]] ?? [] {
+            let name = try #require(mount["name"] as? String)
+            guard let configMap = Kubernetes.volume(deployment, name)?["configMap"] as? [String: Any] else { continue }
+            let path = try #require(mount["mountPath"] as? String)
             let data = try #require(maps[configMap["name"] as? String ?? ""], "no ConfigMap \(configMap["name"] ?? "")")
-            for item in configMap["items"] as? [[String: Any]] ?? [] {
-                let key = try #require(item["key"] as? String)
-                let content = try #require(data[key], "ConfigMap \(configMap["name"] ?? "") has no key \(key)")
-                try root.write("etc/pinproxy/" + (item["path"] as? String ?? key), content)
+            #expect(configMap["items"] == nil, "\(name): an items list leaves out every key it does not name")
+            if let subPath = mount["subPath"] as? String {
+                try root.write(String(path.dropFirst()), try #require(data[subPath], "no key \(subPath)"))
+            } else {
+                for (key, content) in data { try root.write(String(path.dropFirst()) + "/" + key, content) }
             }
+            mounted.insert(path)
         }
+        #expect(mounted == ["/etc/pinproxy/pinproxy.yaml", "/etc/pinproxy/policies"])
+        let explained = try PinproxyBinary.run(["explain", "added.example.com", "--config", root.file("etc/pinproxy/pinproxy.yaml")],
+                                               currentDirectory: root.path)
+        #expect(explained.stdout.contains("added-later.yaml"), "the added file is loaded: \(explained.stdout)\(explained.stderr)")
         // Without the (optional) Spotify Secret there is no SPOTIFY_CLIENT_ID: the pods must still start.
         var environment = Repository.cleanEnvironment([:])
         environment["SPOTIFY_CLIENT_ID"] = nil
@@ -389,7 +397,8 @@ struct ContainerAgreementTests {
         #expect(docker.healthcheck.contains("/healthz"))
         #expect(docker.healthcheckPort == 9090)
         #expect(Kubernetes.mountPath(deployment, volume: "state") == Dockerfile.statePath)
-        #expect(Kubernetes.mountPath(deployment, volume: "config") == "/etc/pinproxy")
+        #expect(Kubernetes.mountPath(deployment, volume: "config") == Dockerfile.configPath)
+        #expect(Kubernetes.mountPath(deployment, volume: "policies") == "/etc/pinproxy/policies")
         let resources = container["resources"] as? [String: Any] ?? [:]
         #expect(resources["requests"] != nil && resources["limits"] != nil)
 
@@ -460,6 +469,8 @@ struct Dockerfile {
     var healthcheck = ""
     var healthcheckCommand: [String] = []
     var runtimeCopies: [Copy] = []
+    /// Every RUN instruction of every stage, in order.
+    var runs: [String] = []
 
     var healthcheckPort: Int? {
         guard let range = healthcheck.range(of: "/dev/tcp/127.0.0.1/") else { return nil }
@@ -489,6 +500,7 @@ struct Dockerfile {
             case "FROM": stages += 1; file.runtimeCopies = []
             case "EXPOSE": file.exposed += rest.split(separator: " ").compactMap { Int($0.split(separator: "/")[0]) }
             case "USER": file.user = rest
+            case "RUN": file.runs.append(rest)
             case "VOLUME": file.volumes = try jsonArray(rest)
             case "CMD": file.command = try jsonArray(rest)
             case "HEALTHCHECK":

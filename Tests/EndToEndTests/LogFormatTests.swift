@@ -38,8 +38,13 @@ struct LogFormatTests {
         #expect(failed?["level"] as? String == "error")
         #expect(failed?["files"] as? [String] == [policyFile])
         #expect(parsed.contains { $0["level"] as? String == "error" && $0["file"] as? String == policyFile && $0["line"] as? Int == 2 })
-        // Hummingbird's own line goes through the same handler.
-        #expect(parsed.contains { ($0["message"] as? String)?.hasPrefix("Server started") == true && $0["logger"] as? String == "pinproxy.admin" })
+        // The admin listener is announced once, by pinproxy's line (Hummingbird's
+        // own "Server started" would say it a second time; issue 28 item 19).
+        let listening = parsed.filter { ($0["message"] as? String)?.contains("listening") == true && $0["logger"] as? String == "pinproxy.admin" }
+        #expect(listening.map { $0["message"] as? String } == ["admin API listening"], "\(listening)")
+        // SIGTERM (what `stop()` sends) is logged when it arrives, naming the signal.
+        let shutdown = parsed.first { $0["message"] as? String == "shutdown requested: no longer accepting, draining connections" }
+        #expect(shutdown?["signal"] as? String == "SIGTERM", "\(parsed.suffix(6))")
         #expect(parsed.last?["message"] as? String == "stopped")
     }
 }

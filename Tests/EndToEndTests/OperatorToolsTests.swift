@@ -177,18 +177,69 @@ struct OperatorToolsTests {
         let yaml = suggest.stdout
         let intermediate = try TestPKI.opensslSPKIPin(pki.intermediateCertificate)
         let root = try TestPKI.opensslSPKIPin(pki.rootCertificate)
-        #expect(yaml.contains("  - pin: \"\(intermediate)\""), "\(yaml)")
+        #expect(yaml.contains("        - pin: \"\(intermediate)\""), "\(yaml)")
         #expect(yaml.contains("  - pin: \"\(root)\""))
         #expect(!yaml.contains(try TestPKI.opensslSPKIPin(pki.leafCertificate)), "not the short-lived leaf")
         #expect(yaml.contains("# an intermediate and the root above it"))
 
-        // Pasted under `pins:` in place of the report-mode list, `check` accepts it (and enforces it).
-        let pasted = yaml.split(separator: "\n").map { "      " + $0 }.joined(separator: "\n")
-        try dir.write("etc/policies/test.yaml", head + "    pins:\n" + pasted + "\n")
+        // Pasted as printed (indented for it) under `pins:` in place of the report-mode list,
+        // `check` accepts it (and enforces it).
+        let pasted = yaml
+        #expect(yaml.split(separator: "\n").allSatisfy { $0.hasPrefix("      ") }, "indented to paste under a policy's pins:")
+        try dir.write("etc/policies/test.yaml", head + "    pins:\n" + pasted)
         let check = try PinproxyBinary.run(["check", "--config", dir.file("etc/pinproxy.yaml")], currentDirectory: dir.path)
         #expect(check.status == 0, "\(check.stdout)\(check.stderr)\n\(pasted)")
         let explain = try PinproxyBinary.run(["explain", "new.test", "--config", dir.file("etc/pinproxy.yaml"), "--connect"],
                                              currentDirectory: dir.path)
         #expect(explain.stdout.contains("verdict:  match: pin sha256/\(intermediate)"), "\(explain.stdout)")
+    }
+
+    /// After an enforced mismatch, `pins suggest` stays with the chain that
+    /// matched, says another was refused, finds the admin API from `--config`,
+    /// and a down admin API is one sentence (issue 28 item 10).
+    @Test func pinsSuggestAfterAnEnforcedMismatchKeepsToTheChainThatMatched() async throws {
+        let dir = try TemporaryDirectory("pinproxy-suggest-refused")
+        let pki = try TestPKI.make(in: dir, names: ["new.test"])
+        let other = try TemporaryDirectory("pinproxy-suggest-interceptor")
+        let interceptor = try TestPKI.make(in: other, names: ["new.test"])
+        // Both roots trusted, so the interceptor's chain verifies and only the pins refuse it.
+        let bundle = dir.file("roots.pem")
+        try (String(contentsOfFile: pki.rootCertificate, encoding: .utf8) + String(contentsOfFile: interceptor.rootCertificate, encoding: .utf8))
+            .write(toFile: bundle, atomically: true, encoding: .utf8)
+        let upstream = try await TestUpstream(chainFile: pki.chainFile, keyFile: pki.leafKey)
+        let intermediate = try TestPKI.opensslSPKIPin(pki.intermediateCertificate)
+        let root = try TestPKI.opensslSPKIPin(pki.rootCertificate)
+        let proxy = try ProxyHarness(policies: """
+            hosts:
+              - match: new.test
+                upstream: 127.0.0.1:\(upstream.port)
+                tls: { ca_file: \(bundle) }
+                probe_interval: 0s
+                pins:
+                  spki_sha256: [{pin: "\(intermediate)"}, {pin: "\(root)"}]
+            """, mainConfig: "network:\n  allow: [127.0.0.0/8]\n", directory: dir)
+        #expect(try Curl.run("https://new.test/", proxy: proxy, directory: dir).status == 200)
+        try upstream.swapCertificate(chainFile: interceptor.chainFile, keyFile: interceptor.leafKey)
+        #expect(try Curl.run("https://new.test/", proxy: proxy, directory: dir).pinproxyError == "pin_mismatch")
+
+        // No --admin: the config's admin.listen (port 0 here, so point the config at the bound port).
+        let admin = try proxy.adminPort
+        try dir.write("etc/suggest.yaml", "admin:\n  listen: 127.0.0.1:\(admin)\n")
+        let suggest = try PinproxyBinary.run(["pins", "suggest", "--config", dir.file("etc/suggest.yaml"), "--host", "new.test"])
+        #expect(suggest.status == 0, "\(suggest.stderr)")
+        #expect(suggest.stdout.contains("        - pin: \"\(intermediate)\""), "\(suggest.stdout)")
+        #expect(!suggest.stdout.contains(try TestPKI.opensslSPKIPin(interceptor.intermediateCertificate)), "not the refused chain")
+        #expect(!suggest.stdout.contains("WARNING"))
+        #expect(suggest.stdout.contains("1 other matched no pin"), "\(suggest.stdout)")
+        let policies = try Curl.run("http://127.0.0.1:\(admin)/policies", proxyURL: nil, caFile: nil, directory: dir).body
+        #expect(policies.contains("\"verdict\":\"mismatch_enforced\"") && policies.contains("\"verdict\":\"match\""), "\(policies)")
+
+        let down = try PinproxyBinary.run(["pins", "suggest", "--admin", "http://127.0.0.1:1"])
+        #expect(down.status == 1)
+        let lines = down.stderr.split(separator: "\n")
+        #expect(lines.count == 1, "one sentence: \(down.stderr)")
+        #expect(down.stderr.contains("cannot read http://127.0.0.1:1/policies: nothing answers there (connection refused); is pinproxy running"),
+                "\(down.stderr)")
+        #expect(!down.stderr.contains("Domain="), "no NSError dump")
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import PinproxyTestSupport
+import PinproxyTLS
 import Testing
 
 /// Every pin verdict of docs/contract.md §3, through the proxy, with curl as
@@ -194,6 +195,19 @@ struct PinVerdictTests {
         #expect(logLine.contains("test.yaml"))
         // `observed_pins` is a JSON array, leaf first.
         #expect(logLine.contains("\"observed_pins\":[\"sha256/\(leaf)\",\"sha256/\(try TestPKI.opensslSPKIPin(s.pki.intermediateCertificate))\""), "\(logLine)")
+        // Subject and issuer of each certificate seen, in the answer and the log,
+        // so a rotation is told from an interception (issue 28 item 14).
+        let leafCertificate = try Certificate.loadPEM(file: s.pki.leafCertificate)[0]
+        let intermediate = try Certificate.loadPEM(file: s.pki.intermediateCertificate)[0]
+        let detail = try #require(body["detail"] as? String)
+        #expect(detail.contains("sha256/\(leaf) (subject \(leafCertificate.subject), issuer \(leafCertificate.issuer))"), "\(detail)")
+        #expect(detail.contains("(subject \(intermediate.subject), issuer \(intermediate.issuer))"), "\(detail)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(logLine.utf8)) as? [String: Any])
+        let chain = try #require(object["observed_chain"] as? [[String: Any]], "\(logLine)")
+        #expect(chain.first?["pin"] as? String == "sha256/\(leaf)")
+        #expect(chain.first?["subject"] as? String == leafCertificate.subject)
+        #expect(chain.first?["issuer"] as? String == leafCertificate.issuer)
+        #expect(chain.dropFirst().first?["issuer"] as? String == intermediate.issuer)
     }
 
     @Test func reportModeLetsAMismatchThroughAndLogsIt() throws {

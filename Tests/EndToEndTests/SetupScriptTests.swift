@@ -43,5 +43,14 @@ struct SetupScriptTests {
         let readme = try Repository.text("README.md")
         let setup = try #require(readme.range(of: "## Setup"))
         #expect(readme[setup.upperBound...].prefix(600).contains("scripts/install-deps"))
+        // The README names every package the script installs, not a part of them (issue 28 item 17).
+        let section = readme[setup.upperBound...].prefix { _ in true }
+        let setupText = String(section[..<(section.range(of: "\n## ")?.lowerBound ?? section.endIndex)])
+        let packages = script.split(separator: "\n").filter { $0.hasPrefix("need_package ") }
+            .compactMap { $0.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.map(String.init) } + ["grpcio"]
+        #expect(packages.count >= 15, "\(packages)")
+        for package in packages {
+            #expect(setupText.contains("`\(package)`"), "README's Setup does not name \(package)")
+        }
     }
 }

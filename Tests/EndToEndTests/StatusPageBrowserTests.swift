@@ -31,7 +31,7 @@ struct StatusPageBrowserTests {
 
     @Test func theRenderedPageShowsEveryPolicyAndTheTimelineAndNoSecret() async throws {
         let dir = try TemporaryDirectory("pinproxy-status-page")
-        let pki = try TestPKI.make(in: dir, names: ["api.test", "report.test", "backup.test"])
+        let pki = try TestPKI.make(in: dir, names: ["api.test", "report.test", "backup.test", "refused.test"])
         let upstream = try OpenSSLServer(directory: dir, certificate: pki.leafCertificate, key: pki.leafKey, chain: pki.intermediateCertificate)
         defer { upstream.stop() }
         let intermediate = try TestPKI.opensslSPKIPin(pki.intermediateCertificate)
@@ -62,6 +62,11 @@ struct StatusPageBrowserTests {
                 pins:
                   mode: report
                   spki_sha256: [{pin: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}, {pin: "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB="}]
+              - match: refused.test
+                upstream: 127.0.0.1:\(upstream.port)
+                tls: { ca_file: \(pki.rootCertificate) }
+                pins:
+                  spki_sha256: [{pin: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}, {pin: "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB="}]
               - match: "*.tunnel.test"
                 action: tunnel
               - match: blocked.test
@@ -81,6 +86,9 @@ struct StatusPageBrowserTests {
         // Report-mode traffic: a verdict to count and a chain to remember.
         let served = try Curl.run("https://report.test/", proxy: proxy, directory: dir)
         #expect(served.status == 200, "\(served.stderr)")
+        // An enforced mismatch: the page must lead with it, in red.
+        let refused = try Curl.run("https://refused.test/", proxy: proxy, directory: dir)
+        #expect(refused.pinproxyError == "pin_mismatch", "\(refused.status)")
         #expect(try pollUntil(timeout: 15, every: 0.2) {
             try Curl.run("\(admin)/policies", proxyURL: nil, caFile: nil, directory: dir).body.contains("\"success\":true")
         }, "api.test was probed")
@@ -96,7 +104,7 @@ struct StatusPageBrowserTests {
         let dump = try Chromium.run("\(admin)/", ["--dump-dom", "--log-net-log=\(netLog)"], directory: dir)
         try #require(dump.status == 0, "chromium --dump-dom: \(dump.stderr.suffix(2000))")
         let dom = dump.stdout
-        for pattern in ["api.test", "backup.test", "report.test", "*.tunnel.test", "blocked.test"] {
+        for pattern in ["api.test", "backup.test", "report.test", "refused.test", "*.tunnel.test", "blocked.test"] {
             #expect(dom.contains("data-policy=\"\(pattern)\""), "\(pattern) is on the page")
         }
         for (pattern, pins) in [("api.test", 2), ("backup.test", 2), ("report.test", 2)] {
@@ -104,6 +112,11 @@ struct StatusPageBrowserTests {
             #expect(article.components(separatedBy: "data-kind=\"pin\"").count - 1 == pins, "\(pattern): one bar per pin")
             #expect(article.contains("data-kind=\"today\""), "\(pattern): today is marked")
         }
+        let failing = try #require(dom.range(of: "data-kind=\"failing\""), "a failing-now block")
+        #expect(failing.lowerBound < (try #require(dom.range(of: "id=\"hosts\""))).lowerBound, "above the host cards")
+        #expect(dom[failing.lowerBound...].prefix(600).contains("data-failing=\"refused.test\""), "refused.test leads")
+        #expect(dom.contains("class=\"host failing\" data-policy=\"refused.test\""))
+        #expect(!dom.contains("data-failing=\"api.test\""), "a host that serves is not failing")
         let backup = try #require(Self.article("backup.test", in: dom))
         #expect(backup.contains("data-kind=\"timeline-warning\""), "backup.test is about to lose its backup pin")
         #expect(backup.contains("data-kind=\"warning\""), "the stretch with one pin is shaded")

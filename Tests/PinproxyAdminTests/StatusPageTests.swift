@@ -55,6 +55,56 @@ struct StatusPageTests {
         #expect(hosts["elsewhere.example.com"]?.timeline == nil, "a tunnel has no pins to draw")
     }
 
+    /// The page leads with what fails now (issue 28 item 12): refusals by the
+    /// pins in the last 10 minutes and failed probes, in red, above the
+    /// expiry banner and the host cards; an old refusal is not "now".
+    @Test func whatIsFailingNowLeadsInRed() throws {
+        let store = try AdminFixture(policies: Self.policies).store()
+        let now = AdminFixture.now
+        let model = StatusPageModel(
+            snapshot: store.snapshot, lastReload: nil, now: now,
+            probe: { pattern in
+                pattern == "ending.example.com"
+                    ? ProbeStatus(success: false, at: now - 60, error: "verify_failed", detail: "unable to get local issuer certificate")
+                    : ProbeStatus(success: true, at: now - 30, verdict: "match")
+            },
+            verdicts: { $0 == "steady.example.com" ? ["match": 7, "mismatch_enforced": 3] : [:] }, observed: [], sessions: [],
+            refusals: { pattern, since in
+                pattern == "steady.example.com"
+                    ? [(now - 3600, "pin_mismatch"), (now - 120, "pin_mismatch"), (now - 60, "pin_mismatch")].filter { $0.0 >= since } : []
+            })
+        #expect(model.failing.map(\.pattern) == ["steady.example.com", "ending.example.com"])
+        let html = StatusPageHTML.render(model)
+        let failing = try #require(html.range(of: "data-kind=\"failing\""))
+        #expect(html[..<failing.lowerBound].contains("class=\"alert outage\""))
+        #expect(failing.lowerBound < (try #require(html.range(of: "data-kind=\"summary\""))).lowerBound, "before the expiry banner")
+        #expect(failing.lowerBound < (try #require(html.range(of: "id=\"hosts\""))).lowerBound, "before the cards")
+        #expect(html.contains("<li data-failing=\"steady.example.com\"><strong>steady.example.com</strong>: 2 client connections refused (pin_mismatch) in the last 10 minutes"))
+        #expect(html.contains("<li data-failing=\"ending.example.com\"><strong>ending.example.com</strong>: last probe failed (verify_failed)"))
+        #expect(!html.contains("data-failing=\"losing.example.com\""))
+        #expect(html.contains("<article class=\"host failing\" data-policy=\"steady.example.com\">"))
+        #expect(html.contains("<span class=\"bad\">mismatch_enforced 3</span>"), "the refusing verdict is red, not black")
+        #expect(html.contains("<article class=\"host\" data-policy=\"losing.example.com\">"))
+    }
+
+    /// After a rotation, the leaf seen by traffic since the last probe is the
+    /// one the page shows (issue 28 item 13), not the probe's older one.
+    @Test func theLeafExpiryIsTheOneSeenLast() throws {
+        let now = AdminFixture.now
+        let old = now + 10 * 86_400, renewed = now + 90 * 86_400
+        let chain = { (notAfter: Date, seen: Date) in
+            ObservedChain(certificates: [ObservedCertificateInfo(spkiSHA256: AdminFixture.pin(4), subject: "CN=steady.example.com",
+                                                                 issuer: "CN=CA", notBefore: now - 86_400, notAfter: notAfter)],
+                          firstSeen: seen, lastSeen: seen, count: 1)
+        }
+        let probe = ProbeStatus(success: true, at: now - 600, leafNotAfter: old, verdict: "match")
+        let afterProbe = ObservedHost(host: "steady.example.com", policy: "steady.example.com", chains: [chain(renewed, now - 60)], lastSeen: now - 60)
+        #expect(StatusPageModel.latestLeaf(probe: probe, observed: [afterProbe]) == renewed)
+        let beforeProbe = ObservedHost(host: "steady.example.com", policy: "steady.example.com", chains: [chain(renewed, now - 900)], lastSeen: now - 900)
+        #expect(StatusPageModel.latestLeaf(probe: probe, observed: [beforeProbe]) == old)
+        #expect(StatusPageModel.latestLeaf(probe: nil, observed: [afterProbe]) == renewed)
+    }
+
     @Test func theHTMLEscapesWhatItShowsAndLoadsNothing() throws {
         let session = SessionSummary(name: "app<1>", flow: "client_credentials", status: .needsReauthorization(reason: "invalid_grant"))
         let html = StatusPageHTML.render(try model(sessions: [session]))

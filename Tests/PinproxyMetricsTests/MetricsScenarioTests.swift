@@ -211,6 +211,45 @@ struct MetricsScenarioTests {
         #expect(text.value("pinproxy_pin_expiry_timestamp_seconds", Self.api) == expected)
     }
 
+    /// The learning phase (`mode: report`, no pin listed) exports no pin expiry,
+    /// so `PinproxyPinSetExpiringSoon` stays quiet; pins added by a reload bring
+    /// the series in, and an enforced empty set still exports 0 (issue 28 item 11).
+    @Test func aPinSetEmptyByDesignExportsNoExpiry() throws {
+        let fixture = try MetricsFixture(main: "policies: policies\n", policies: """
+            hosts:
+              - match: api.example.com
+                action: intercept
+                pins: {mode: report, spki_sha256: []}
+            """)
+        let store = try fixture.store()
+        let metrics = PinproxyMetrics()
+        metrics.observe(store)
+        metrics.updatePinExpiry(store.snapshot, now: MetricsFixture.now)
+        var text = try PrometheusText(parsing: metrics.exposition())
+        #expect(text.matching("pinproxy_pin_expiry_timestamp_seconds").isEmpty, "\(text.matching("pinproxy_pin_expiry_timestamp_seconds"))")
+
+        try fixture.write(policies: """
+            hosts:
+              - match: api.example.com
+                action: intercept
+                pins: {mode: report, spki_sha256: [{pin: "\(MetricsFixture.pin(1))"}]}
+            """)
+        #expect(store.reload().metricLabel == "success")
+        text = try PrometheusText(parsing: metrics.exposition())
+        #expect(text.value("pinproxy_pin_expiry_timestamp_seconds", Self.api) == .infinity)
+
+        try fixture.write(policies: """
+            hosts:
+              - match: api.example.com
+                action: intercept
+                pins: {mode: report, spki_sha256: []}
+            """)
+        #expect(store.reload().metricLabel == "success")
+        metrics.updatePinExpiry(store.snapshot, now: MetricsFixture.now)
+        text = try PrometheusText(parsing: metrics.exposition())
+        #expect(text.matching("pinproxy_pin_expiry_timestamp_seconds").isEmpty, "back in the learning phase")
+    }
+
     @Test func statusCodesAreBounded() throws {
         let metrics = PinproxyMetrics()
         metrics.requestCompleted(host: .unmatched, code: 999, duration: .zero)

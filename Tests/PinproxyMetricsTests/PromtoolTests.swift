@@ -22,6 +22,10 @@ struct PromtoolTests {
         metrics.refreshTokenIssued(session: "app", at: Date(timeIntervalSince1970: 1_790_000_000))
         metrics.swapRequest(endpoint: .swap, result: .success)
         metrics.policyReload(result: .success, at: Date(timeIntervalSince1970: 1_795_000_000))
+        // The standard process families (issue 28 item 19): present on Linux, and lint-clean.
+        metrics.updateProcess()
+        #expect(metrics.exposition().contains("\nprocess_resident_memory_bytes "), "read from /proc/self")
+        #expect(metrics.exposition().contains("# TYPE process_cpu_seconds_total counter"))
 
         let (status, output) = try ChildProcess.run(Promtool.path!, ["check", "metrics"], input: metrics.exposition())
         #expect(status == 0, "promtool check metrics:\n\(output)")

@@ -54,4 +54,52 @@ struct ObservedPinsTests {
         #expect(suggestion.choices.map(\.role) == ["root", "leaf"])
         #expect(suggestion.reasons.joined().contains("replace the leaf pin before it expires"))
     }
+
+    static let otherLeaf = cert(7, "CN=api.example.com", issuer: "CN=Corporate Inspection CA", days: 30)
+    static let otherRoot = cert(8, "CN=Corporate Inspection CA", issuer: "CN=Corporate Inspection CA", days: 3000)
+
+    /// After an enforced mismatch the chain seen last is the interceptor's: the
+    /// suggestion stays with the chain that matched (issue 28 item 10).
+    @Test func aChainThatMatchedIsPreferredToARefusedOneSeenLater() throws {
+        var chains = ObservedChains()
+        chains.record(host: "api.example.com", policy: "api.example.com", chain: [Self.leaf, Self.inter, Self.root], verdict: "match", at: Fixture.now)
+        chains.record(host: "api.example.com", policy: "api.example.com", chain: [Self.otherLeaf, Self.otherRoot], verdict: "mismatch_enforced",
+                      at: Fixture.now + 60)
+        let host = try #require(chains.all.first)
+        #expect(host.chains.map(\.verdict) == ["mismatch_enforced", "match"], "most recent first, each with its verdict")
+        let suggestion = try #require(PinSuggestion.suggest(for: host, now: Fixture.now))
+        #expect(suggestion.choices.map(\.certificate.spkiSHA256) == [Fixture.pin(2), Fixture.pin(3)])
+        #expect(suggestion.warnings.isEmpty)
+        #expect(suggestion.yaml.contains("2 different chains were seen; this uses the one that matched the policy's pins"))
+        #expect(suggestion.yaml.contains("1 other matched no pin"))
+    }
+
+    /// With nothing better, a refused chain is still shown, under a loud warning.
+    @Test func aRefusedChainAloneIsMarkedLoudly() throws {
+        var chains = ObservedChains()
+        chains.record(host: "api.example.com", policy: "api.example.com", chain: [Self.otherLeaf, Self.otherRoot], verdict: "mismatch_enforced",
+                      at: Fixture.now)
+        let refusedOnly = try #require(chains.all.first)
+        let suggestion = try #require(PinSuggestion.suggest(for: refusedOnly, now: Fixture.now))
+        let yaml = suggestion.yaml(indent: 6)
+        #expect(yaml.hasPrefix("      # WARNING: pinproxy REFUSED this chain (pin_mismatch)"), "\(yaml)")
+        #expect(yaml.split(separator: "\n").allSatisfy { $0.hasPrefix("      ") }, "every line indented to paste under pins:")
+
+        chains.record(host: "api.example.com", policy: "api.example.com", chain: [Self.leaf, Self.inter, Self.root], verdict: "mismatch_reported",
+                      at: Fixture.now + 1)
+        let both = try #require(chains.all.first)
+        let reported = try #require(PinSuggestion.suggest(for: both, now: Fixture.now))
+        #expect(reported.choices.map(\.certificate.spkiSHA256) == [Fixture.pin(2), Fixture.pin(3)], "reported beats refused")
+        #expect(reported.yaml.hasPrefix("# WARNING: this chain matched NONE of the policy's pins (reported, not refused)"))
+    }
+
+    /// The learning phase (no pin to compare) is not suspicious: no warning, a plain note.
+    @Test func aChainFromTheLearningPhaseIsSuggestedWithoutAWarning() throws {
+        var chains = ObservedChains()
+        chains.record(host: "api.example.com", policy: "api.example.com", chain: [Self.leaf, Self.inter, Self.root], verdict: "unpinned", at: Fixture.now)
+        let learned = try #require(chains.all.first)
+        let suggestion = try #require(PinSuggestion.suggest(for: learned, now: Fixture.now))
+        #expect(suggestion.warnings.isEmpty)
+        #expect(suggestion.yaml.contains("# the chain verified against the trust store; no active pin was there to compare it with"))
+    }
 }

@@ -8,6 +8,20 @@ import Testing
 struct ShippedConfigTests {
     static let repository = SchemaTests.repository
 
+    /// Every top-level key of the main file is shown in `etc/pinproxy.yaml` and
+    /// has a row in docs/policies.md (issue 28 item 17: `http2` had neither).
+    @Test func everyMainKeyIsInTheShippedFileAndThePolicyGuide() throws {
+        let shipped = try String(contentsOfFile: Self.repository + "/etc/pinproxy.yaml", encoding: .utf8)
+        let guide = try String(contentsOfFile: Self.repository + "/docs/policies.md", encoding: .utf8)
+        let topLevel = try #require(ConfigKeys.main[""])
+        for key in topLevel {
+            let lines = shipped.split(separator: "\n")
+            #expect(lines.contains { $0.hasPrefix("\(key):") || $0.hasPrefix("# \(key):") }, "etc/pinproxy.yaml does not show `\(key)`")
+            #expect(guide.contains("| `\(key)` |") || guide.contains("| `\(key).") || guide.contains("`\(key).") , "docs/policies.md has no row for `\(key)`")
+        }
+        #expect(guide.contains("| `http2` |"))
+    }
+
     @Test func checkPassesWithNoWarnings() throws {
         let loader = PolicyLoader(configFile: "etc/pinproxy.yaml", environment: [:], workingDirectory: Self.repository)
         let result = loader.load()

@@ -293,7 +293,7 @@ _pinproxy_pins_suggest() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--admin --host)
+    non_repeating_options=(--admin --config --host --indent)
     __pinproxy_offer_flags_options 0
 
     # Offer option value completions
@@ -301,7 +301,13 @@ _pinproxy_pins_suggest() {
     '--admin')
         return
         ;;
+    '--config')
+        return
+        ;;
     '--host')
+        return
+        ;;
+    '--indent')
         return
         ;;
     esac

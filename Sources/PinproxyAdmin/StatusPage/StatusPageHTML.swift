@@ -22,6 +22,8 @@ public enum StatusPageHTML {
         \(model.hosts.count) host polic\(model.hosts.count == 1 ? "y" : "ies") · hosts without a policy: \(e(model.defaultAction))</p></header>
         <main>
         """
+        // What is failing now leads, in red; what will fail (expiry) follows.
+        html += failingSection(model)
         let warned = model.hosts.filter { $0.timeline?.headline != nil }.map(\.pattern)
         if !warned.isEmpty {
             html += "<p class=\"alert warning\" data-kind=\"summary\">Pins run thin within \(model.timelineDays) days for: "
@@ -40,7 +42,7 @@ public enum StatusPageHTML {
     static func hostSection(_ host: StatusPageModel.Host, model: StatusPageModel) -> String {
         let e = HTMLText.escape
         let warning = host.timeline?.headline
-        var out = "<article class=\"host\" data-policy=\"\(e(host.pattern))\">"
+        var out = "<article class=\"host\(host.isFailing ? " failing" : "")\" data-policy=\"\(e(host.pattern))\">"
         out += "<h3>\(e(host.pattern)) <span class=\"badge \(e(host.action))\">\(e(host.action))</span>"
         if let enforcement = host.enforcement {
             out += " <span class=\"badge soft\">\(e(enforcement.replacingOccurrences(of: "_", with: " ")))</span>"
@@ -50,8 +52,14 @@ public enum StatusPageHTML {
         if !host.upstream.isEmpty { out += "<dt>upstream</dt><dd>\(e(host.upstream.joined(separator: ", ")))</dd>" }
         if host.action == "intercept" {
             out += "<dt>tls</dt><dd>\(e(host.tlsSummary))</dd>"
-            let verdicts = host.verdicts.isEmpty ? "none yet" : host.verdicts.map { "\($0.label) \($0.count)" }.joined(separator: " · ")
-            out += "<dt>pin verdicts</dt><dd class=\"verdicts\">\(e(verdicts))</dd>"
+            let verdicts = host.verdicts.isEmpty ? "none yet" : host.verdicts.map { verdict in
+                let refusing = verdict.count > 0 && (verdict.label == "mismatch_enforced" || verdict.label == "no_active_pins")
+                return refusing ? "<span class=\"bad\">\(e(verdict.label)) \(verdict.count)</span>" : "\(e(verdict.label)) \(verdict.count)"
+            }.joined(separator: " · ")
+            out += "<dt>pin verdicts</dt><dd class=\"verdicts\">\(verdicts)</dd>"
+            if let refused = host.recentRefusals {
+                out += "<dt>refused now</dt><dd class=\"bad\" data-kind=\"refused-now\">\(e(refusalText(refused)))</dd>"
+            }
             if let leaf = host.leafNotAfter {
                 let days = model.daysLeft(leaf)
                 out += "<dt>upstream leaf</dt><dd class=\"\(days < 14 ? "warn" : "")\">expires \(e(DateText.format(leaf))) (\(days) days)</dd>"
@@ -77,6 +85,29 @@ public enum StatusPageHTML {
             out += "<p class=\"muted\">No pins: the verified chain alone is trusted.</p>"
         }
         return out + "</article>"
+    }
+
+    /// The red block at the top: hosts whose pins refused client connections
+    /// within the window, and hosts whose last probe failed.
+    static func failingSection(_ model: StatusPageModel) -> String {
+        let failing = model.failing
+        guard !failing.isEmpty else { return "" }
+        let e = HTMLText.escape
+        var out = "<section id=\"failing\" class=\"alert outage\" data-kind=\"failing\"><h2>Failing now</h2><ul>"
+        for host in failing {
+            var what: [String] = []
+            if let refused = host.recentRefusals { what.append(refusalText(refused)) }
+            if let probe = host.probe, !probe.success {
+                what.append("last probe failed (\(probe.error ?? "failed")) at \(DateText.format(probe.at))")
+            }
+            out += "<li data-failing=\"\(e(host.pattern))\"><strong>\(e(host.pattern))</strong>: \(e(what.joined(separator: "; ")))</li>"
+        }
+        return out + "</ul></section>"
+    }
+
+    static func refusalText(_ refused: StatusPageModel.RecentRefusals) -> String {
+        "\(refused.count) client connection\(refused.count == 1 ? "" : "s") refused (\(refused.codes.joined(separator: ", "))) "
+            + "in the last \(StatusPageModel.failureWindowMinutes) minutes, the last at \(DateText.format(refused.last))"
     }
 
     static func probeText(_ probe: ProbeStatus?, model: StatusPageModel) -> String {
@@ -129,7 +160,8 @@ public enum StatusPageHTML {
     h3{font-size:15px;font-weight:600;margin:0 0 8px}main{padding:4px 28px 28px;max-width:980px}
     .muted{color:#6b7785}.ok{color:#1f7a4d}.bad{color:#b42318}.warn{color:#9a5b00}
     .host,#reload p,table{background:#fff;border:1px solid #e1e4e8;border-radius:8px}
-    .host{padding:14px 18px;margin-bottom:14px}#reload p{padding:10px 14px}
+    .host{padding:14px 18px;margin-bottom:14px}.host.failing{border-color:#b42318;border-left-width:5px}
+    #failing{padding:8px 14px;margin:14px 0}#failing h2{margin:0 0 4px;color:#912018}#failing ul{margin:0;padding-left:20px}#reload p{padding:10px 14px}
     dl{display:grid;grid-template-columns:120px 1fr;gap:2px 12px;margin:0 0 10px;font-size:14px}dt{color:#6b7785}dd{margin:0}
     .badge{font-size:12px;font-weight:500;padding:1px 8px;border-radius:10px;background:#e8eef6;color:#2d4a6b}
     .badge.deny{background:#fbe9e7;color:#b42318}.badge.tunnel{background:#eef0f2;color:#4b5563}.badge.soft{background:#f1f3f5;color:#4b5563}

@@ -35,7 +35,24 @@ public struct StatusPageModel: Sendable {
         public var timeline: PinTimelineModel?
         /// Host names seen upstream under this policy, and how many chains.
         public var observedHosts: [(host: String, chains: Int)]
+        /// Client connections the pins refused within the failure window, if any.
+        public var recentRefusals: RecentRefusals?
+
+        /// What the page leads with: refusals in the window, or a failed last probe.
+        public var isFailing: Bool { recentRefusals != nil || probe?.success == false }
     }
+
+    /// Refusals by the pins within the last `failureWindowMinutes`.
+    public struct RecentRefusals: Sendable {
+        public var count: Int
+        public var last: Date
+        /// The refusal codes seen (`pin_mismatch`, `pins_expired`), sorted.
+        public var codes: [String]
+    }
+
+    /// "Failing now" looks back this far: the `[10m]` of the shipped
+    /// `PinproxyPinMismatchEnforced` alert, so page and alert agree.
+    public static let failureWindowMinutes = 10
 
     public var now: Date
     public var refreshSeconds: Int
@@ -50,7 +67,9 @@ public struct StatusPageModel: Sendable {
 
     public init(snapshot: PolicySnapshot, lastReload: ReloadInfo?, now: Date, probe: (String) -> ProbeStatus?,
                 verdicts: (String) -> [String: Int], observed: [ObservedHost], sessions: [SessionSummary],
+                refusals: (String, Date) -> [(at: Date, code: String)] = { _, _ in [] },
                 refreshSeconds: Int = 30, timelineDays: Int = 90) {
+        let windowStart = now.addingTimeInterval(-Double(Self.failureWindowMinutes) * 60)
         self.now = now
         self.refreshSeconds = refreshSeconds
         self.timelineDays = timelineDays
@@ -70,12 +89,31 @@ public struct StatusPageModel: Sendable {
                 upstream: spec.upstream.map(\.description),
                 tlsSummary: Self.tlsSummary(spec.tls),
                 verdicts: verdicts(pattern).sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
-                leafNotAfter: probed?.leafNotAfter ?? observed.first { $0.policy == pattern }?.chains.first?.certificates.first?.notAfter,
+                leafNotAfter: Self.latestLeaf(probe: probed, observed: observed.filter { $0.policy == pattern }),
                 probe: probed,
                 timeline: spec.action == .intercept ? spec.pins.map { PinTimelineModel(pins: $0, now: now, days: timelineDays) } : nil,
-                observedHosts: observed.filter { $0.policy == pattern }.map { ($0.host, $0.chains.count) })
+                observedHosts: observed.filter { $0.policy == pattern }.map { ($0.host, $0.chains.count) },
+                recentRefusals: Self.recent(refusals(pattern, windowStart)))
         }
     }
+
+    /// The leaf's notAfter from whichever saw the upstream last, the probe or
+    /// traffic: after a rotation, traffic shows the new leaf before the next probe.
+    public static func latestLeaf(probe: ProbeStatus?, observed: [ObservedHost]) -> Date? {
+        let seen = observed.compactMap { host in host.chains.first.map { (at: $0.lastSeen, leaf: $0.certificates.first?.notAfter) } }
+            .max { $0.at < $1.at }
+        guard let probe, probe.leafNotAfter != nil else { return seen?.leaf }
+        guard let seen, seen.at > probe.at else { return probe.leafNotAfter }
+        return seen.leaf ?? probe.leafNotAfter
+    }
+
+    static func recent(_ refusals: [(at: Date, code: String)]) -> RecentRefusals? {
+        guard let last = refusals.map(\.at).max() else { return nil }
+        return RecentRefusals(count: refusals.count, last: last, codes: Set(refusals.map(\.code)).sorted())
+    }
+
+    /// The hosts failing now, in policy order.
+    public var failing: [Host] { hosts.filter(\.isFailing) }
 
     static func tlsSummary(_ tls: TLSPolicy) -> String {
         var parts = ["TLS \(tls.minimumVersion.rawValue)" + (tls.maximumVersion.map { "–\($0.rawValue)" } ?? "+")]

@@ -28,7 +28,11 @@ struct YAMLDocument {
             return YAMLDocument(file: file, root: try Yams.compose(yaml: text))
         } catch let error as YamlError {
             let (mark, message) = describe(error)
-            bag.error(SourceLocation(file: file, line: mark?.line ?? 1, column: mark?.column ?? 1), message)
+            var hint = ""
+            if let mark, message.contains("mapping values are not allowed") {
+                hint = YAMLHint.mappingValues(text: text, line: mark.line, column: mark.column, file: file)
+            }
+            bag.error(SourceLocation(file: file, line: mark?.line ?? 1, column: mark?.column ?? 1), message + hint)
             return nil
         } catch {
             bag.error(.file(file), "YAML error: \(error)")

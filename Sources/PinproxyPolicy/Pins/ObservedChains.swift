@@ -27,12 +27,18 @@ public struct ObservedChain: Sendable, Hashable {
     public var firstSeen: Date
     public var lastSeen: Date
     public var count: Int
+    /// How the pins judged it the last time it was seen, as
+    /// `pin_validations_total` labels it (`match`, `mismatch_enforced`…); nil
+    /// when not known. A chain the proxy refused must never be suggested as if
+    /// it were the host's own (docs/contract.md §13).
+    public var verdict: String?
 
-    public init(certificates: [ObservedCertificateInfo], firstSeen: Date, lastSeen: Date, count: Int) {
+    public init(certificates: [ObservedCertificateInfo], firstSeen: Date, lastSeen: Date, count: Int, verdict: String? = nil) {
         self.certificates = certificates
         self.firstSeen = firstSeen
         self.lastSeen = lastSeen
         self.count = count
+        self.verdict = verdict
     }
 }
 
@@ -69,7 +75,7 @@ public struct ObservedChains: Sendable {
         self.maxChainsPerHost = maxChainsPerHost
     }
 
-    public mutating func record(host: String, policy: String, chain: [ObservedCertificateInfo], at now: Date) {
+    public mutating func record(host: String, policy: String, chain: [ObservedCertificateInfo], verdict: String? = nil, at now: Date) {
         guard !chain.isEmpty else { return }
         let key = host.lowercased()
         var entry = hosts[key] ?? ObservedHost(host: key, policy: policy, chains: [], lastSeen: now)
@@ -81,9 +87,10 @@ public struct ObservedChains: Sendable {
             seen.lastSeen = now
             seen.count += 1
             seen.certificates = chain  // the newest notAfter of a renewed certificate with the same key
+            seen.verdict = verdict ?? seen.verdict  // the latest judgement: pins change on reload
             entry.chains.insert(seen, at: 0)
         } else {
-            entry.chains.insert(ObservedChain(certificates: chain, firstSeen: now, lastSeen: now, count: 1), at: 0)
+            entry.chains.insert(ObservedChain(certificates: chain, firstSeen: now, lastSeen: now, count: 1, verdict: verdict), at: 0)
             if entry.chains.count > maxChainsPerHost { entry.chains.removeLast(entry.chains.count - maxChainsPerHost) }
         }
         hosts[key] = entry

@@ -6,13 +6,26 @@ public struct ObservedCertificate: Sendable, Hashable {
     public var spkiSHA256: String
     /// Base64 SHA-256 of the whole certificate DER (`Certificate.certificateSHA256`).
     public var certificateSHA256: String
-    /// For the log line only (`CN=…`); never matched on.
+    /// For the log line and the refusal only (`CN=…`); never matched on.
     public var subject: String?
+    /// Who signed it, for the same lines: with the subject it tells a renewal
+    /// by the usual CA from a chain issued by an interceptor at a glance.
+    public var issuer: String?
 
-    public init(spkiSHA256: String, certificateSHA256: String, subject: String? = nil) {
+    public init(spkiSHA256: String, certificateSHA256: String, subject: String? = nil, issuer: String? = nil) {
         self.spkiSHA256 = spkiSHA256
         self.certificateSHA256 = certificateSHA256
         self.subject = subject
+        self.issuer = issuer
+    }
+
+    /// `sha256/PIN (subject CN=…, issuer CN=…)`: one certificate of a mismatch
+    /// answer or probe detail (docs/contract.md §3 "Pin evaluation").
+    public var described: String {
+        var names: [String] = []
+        if let subject { names.append("subject \(subject)") }
+        if let issuer { names.append("issuer \(issuer)") }
+        return "sha256/" + spkiSHA256 + (names.isEmpty ? "" : " (" + names.joined(separator: ", ") + ")")
     }
 }
 
@@ -89,6 +102,10 @@ public struct PinEvaluation: Sendable, Hashable {
 
     /// Observed SPKI pins as `sha256/BASE64`, leaf first, for logs.
     public var observedPins: [String] { observed.map { "sha256/" + $0.spkiSHA256 } }
+
+    /// The chain seen, leaf to root, each certificate with its pin, subject
+    /// and issuer: what a refusal's detail and a probe's detail print.
+    public var observedChain: String { observed.map(\.described).joined(separator: ", ") }
 }
 
 /// Pin evaluation as a pure function of the chain, the policy and the time.

@@ -55,7 +55,7 @@ struct PolicyCompiler {
             return failed ? nil : context
         } catch {
             let key = culprit(spec)
-            bag.error(spec.sourceMap[key], "\(key): \(Self.reason(error))")
+            bag.error(spec.sourceMap[key], "\(key): \(Self.reason(error))" + (key == "tls.ciphers" ? Self.suiteHint(tls.ciphers) : ""))
             return nil
         }
     }
@@ -85,6 +85,15 @@ struct PolicyCompiler {
             return "tls.client_key"
         }
         return "tls"
+    }
+
+    /// A TLS 1.3 suite name (`TLS_AES_128_GCM_SHA256`) in `ciphers`, which
+    /// takes only the OpenSSL cipher string of TLS 1.2 and below: say where it goes.
+    static func suiteHint(_ ciphers: String?) -> String {
+        let suites = (ciphers ?? "").split(whereSeparator: { ":, ".contains($0) }).filter { $0.hasPrefix("TLS_") }
+        guard let first = suites.first else { return "" }
+        return "; `\(first)` is a TLS 1.3 suite: list TLS 1.3 suites under `tls.ciphersuites`, "
+            + "and keep `tls.ciphers` for the OpenSSL cipher string of TLS 1.2 and below (such as ECDHE+AESGCM)"
     }
 
     static func reason(_ error: Error) -> String {

@@ -79,19 +79,33 @@ public final class PinProbes: Service, Sendable {
             }
             for gone in Set(schedule.keys).subtracting(seen) { schedule[gone] = nil }
         }
-        for policy in due { probe(policy) }
+        for policy in due { _ = probe(policy) }
     }
 
-    private func probe(_ policy: HostPolicy) {
+    /// What `POST /probe?host=H` answers (docs/contract.md §5): one probe of
+    /// the intercepted policy that matches `host`, now, outside the schedule;
+    /// nil when no intercepted policy matches. A wildcard policy is probed
+    /// with `host` as the name to dial; the result is the policy's last probe.
+    public func probeNow(host: String) async -> ProbeResult? {
+        let name = HostPattern.normalize(host)
+        guard let policy = services.store.snapshot.policy(forHost: name), policy.spec.action == .intercept else { return nil }
+        let dial = policy.metricLabel.contains("*") ? name : policy.metricLabel
+        return try? await probe(policy, host: dial).get()
+    }
+
+    @discardableResult
+    private func probe(_ policy: HostPolicy, host: String? = nil) -> EventLoopFuture<ProbeResult> {
         let pattern = policy.metricLabel
+        let name = host ?? pattern
         let spec = policy.spec
         let plan = DialPlan(
-            host: pattern, port: 443, targets: spec.upstream.isEmpty ? [HostPort(host: pattern, port: 443)] : spec.upstream,
+            host: name, port: 443, targets: spec.upstream.isEmpty ? [HostPort(host: name, port: 443)] : spec.upstream,
             tls: true, policy: policy, retries: spec.retries,
             connectTimeout: TimeAmount(spec.connectTimeout), handshakeTimeout: TimeAmount(spec.handshakeTimeout),
             countsTraffic: false)
         let loop = MultiThreadedEventLoopGroup.singleton.next()
         let services = self.services
+        let done = loop.makePromise(of: ProbeResult.self)
         services.connector.connect(plan, on: loop).whenComplete { result in
             let outcome: ProbeResult
             // A mismatch is counted whoever saw it; other verdicts stay about users.
@@ -103,13 +117,13 @@ public final class PinProbes: Service, Sendable {
                 if case .mismatchReported(let reason) = evaluation?.verdict {
                     mismatch = evaluation?.verdict
                     detail = "no active pin matches the verified chain (\(reason.rawValue)); observed (leaf to root): "
-                        + (evaluation?.observedPins.joined(separator: ", ") ?? "")
+                        + (evaluation?.observedChain ?? "")
                 }
                 outcome = ProbeResult(success: true, at: Date(), leafNotAfter: connection.handshake?.leafNotAfter,
                                       verdict: evaluation?.verdict.metricLabel, error: nil, detail: detail)
                 connection.close()
             case .failure(let error):
-                let refusal = UpstreamConnector.refusal(for: error, host: pattern)
+                let refusal = UpstreamConnector.refusal(for: error, host: name)
                 if refusal.code == .pinMismatch { mismatch = .mismatchEnforced }
                 outcome = ProbeResult(success: false, at: Date(), leafNotAfter: nil, verdict: PinVerdict(refusedWith: refusal.code)?.metricLabel,
                                       error: refusal.code.rawValue, detail: refusal.description)
@@ -123,6 +137,8 @@ public final class PinProbes: Service, Sendable {
             if let mismatch {
                 services.instrumentation.pinValidation(policy: policy, verdict: mismatch)
             }
+            done.succeed(outcome)
         }
+        return done.futureResult
     }
 }
