@@ -168,6 +168,48 @@ struct IntermediateCATests {
         #expect(run.outputText.contains(expected), "\(run.outputText)")
     }
 
+    /// A reload after the CA's files were replaced by a certificate that is no
+    /// CA fails, saying why at the `ca.cert` position; the CA in memory goes on.
+    @Test func aReloadRefusesACACertificateThatIsNoCA() throws {
+        let dir = try TemporaryDirectory("pinproxy-intermediate-reload")
+        let org = try OrganisationRoot(in: dir)
+        let pki = try TestPKI.make(in: dir, names: ["org.test"])
+        let upstream = try ScriptedUpstream(directory: dir, tls: (pki.chainFile, pki.leafKey))
+        let good = try org.makeIntermediate(named: "good")
+        let notCA = try org.makeIntermediate(named: "leaflike", extensions: "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n")
+        try FileManager.default.createDirectory(atPath: dir.file("state"), withIntermediateDirectories: true)
+        func install(_ intermediate: (certificate: String, key: String)) throws {
+            for (from, to) in [(intermediate.certificate, "state/ca.pem"), (intermediate.key, "state/ca-key.pem"), (org.certificate, "state/chain.pem")] {
+                try? FileManager.default.removeItem(atPath: dir.file(to))
+                try FileManager.default.copyItem(atPath: from, toPath: dir.file(to))
+            }
+            chmod(dir.file("state/ca-key.pem"), 0o600)
+        }
+        try install(good)
+        let proxy = try ProxyHarness(policies: """
+            hosts:
+              - match: "org.test"
+                action: intercept
+                upstream: 127.0.0.1:\(upstream.port)
+                tls: { ca_file: \(pki.rootCertificate) }
+                probe_interval: 0
+            """, mainConfig: Self.caConfig + "network:\n  allow: [127.0.0.0/8]\n", directory: dir)
+        #expect(try Curl.run("https://org.test/ok", proxy: proxy, caFile: org.certificate, directory: dir).status == 200)
+
+        try install(notCA)
+        let admin = "http://127.0.0.1:\(try proxy.adminPort)"
+        let reload = try Curl.run("\(admin)/reload", proxyURL: nil, caFile: nil, extra: ["-X", "POST"], directory: dir)
+        #expect(reload.status == 422, "\(reload.body)")
+        #expect(reload.body.contains("the CA certificate CN=leaflike,O=Org is not a CA certificate"), "\(reload.body)")
+        let document = try JSONSerialization.jsonObject(with: Data(reload.body.utf8)) as? [String: Any]
+        let error = (document?["errors"] as? [[String: Any]])?.first
+        #expect((error?["file"] as? String)?.hasSuffix("etc/pinproxy.yaml") == true, "\(reload.body)")
+        // Line 3: the harness puts `listen:` first.
+        #expect(error?["line"] as? Int == 3 && error?["column"] as? Int == 9, "\(reload.body)")
+        let after = try Curl.run("https://org.test/ok", proxy: proxy, caFile: org.certificate, directory: dir)
+        #expect(after.status == 200, "\(after.stderr)")
+    }
+
     // MARK: Helpers
 
     /// The certificates the proxy sends for `host` on an intercepted CONNECT, as subjects.
