@@ -9,24 +9,38 @@ import Foundation
 /// is what makes the CA complete; a start that finds the key alone and a
 /// complete `CERT.new` that belongs to it finishes that last rename.
 extension CertificateAuthority {
-    /// Loads the CA, refusing a key file that group or others can read.
-    public static func load(certificatePath: String, keyPath: String) throws -> CertificateAuthority {
+    /// Loads the CA, refusing a key file that group or others can read, and
+    /// a certificate, key or chain that cannot mint leaves clients accept.
+    public static func load(certificatePath: String, keyPath: String, chainPath: String? = nil) throws -> CertificateAuthority {
         try SecretFilePermissions.requirePrivate(keyPath, what: "CA key")
         let certificates = try Certificate.loadPEM(file: certificatePath)
         let key = try PrivateKey(pemFile: keyPath)
-        return try CertificateAuthority(certificate: certificates[0], key: key)
+        return try CertificateAuthority(certificate: certificates[0], key: key,
+                                        chain: try loadChain(chainPath, above: certificates[0]))
+    }
+
+    /// The certificates of `ca.chain`, nearest first; a copy of the CA
+    /// certificate itself at the top of the file (a bundle) is skipped.
+    public static func loadChain(_ path: String?, above certificate: Certificate) throws -> [Certificate] {
+        guard let path else { return [] }
+        return Array(try Certificate.loadPEM(file: path).drop(while: { $0 == certificate }))
     }
 
     /// Loads the CA when both files exist, creates and writes it when both are
-    /// missing, finishes a creation that was interrupted after the key took
+    /// missing (unless a chain is configured: a CA issued elsewhere is never
+    /// made up), finishes a creation that was interrupted after the key took
     /// its name, and otherwise refuses, naming both files and what to do.
-    public static func loadOrCreate(certificatePath: String, keyPath: String) throws -> (CertificateAuthority, created: Bool) {
+    public static func loadOrCreate(certificatePath: String, keyPath: String, chainPath: String? = nil) throws -> (CertificateAuthority, created: Bool) {
         let files = CAFiles(certificatePath: certificatePath, keyPath: keyPath)
         switch (files.exists(certificatePath), files.exists(keyPath)) {
         case (true, true):
-            let ca = try load(certificatePath: certificatePath, keyPath: keyPath)
+            let ca = try load(certificatePath: certificatePath, keyPath: keyPath, chainPath: chainPath)
             files.removeTemporaries()
             return (ca, false)
+        case (false, _) where chainPath != nil:
+            throw TLSError.configuration(
+                "CA certificate \(certificatePath) does not exist while ca.chain is set: install the certificate your "
+                + "organisation's CA issued for the request `pinproxy ca csr` wrote, or remove ca.chain to have pinproxy create its own CA")
         case (false, false):
             files.removeTemporaries()
             let ca = try create()
@@ -36,7 +50,8 @@ extension CertificateAuthority {
             guard let ca = try files.finishInterruptedCreation() else {
                 throw TLSError.configuration(
                     "CA key \(keyPath) exists but its certificate \(certificatePath) does not (a first start that was stopped "
-                    + "while creating the CA leaves this). If no client was given this CA's certificate yet, remove \(keyPath) "
+                    + "while creating the CA leaves this, and so does `pinproxy ca csr`). Install the certificate issued for "
+                    + "that request (and set ca.chain), or, if no client was given this CA's certificate yet, remove \(keyPath) "
                     + "and start again to create a new CA; otherwise restore \(certificatePath) from a backup")
             }
             return (ca, true)
@@ -54,6 +69,18 @@ extension CertificateAuthority {
     }
 
     var keyPEM: [UInt8] { Array(key.pemString.utf8) }
+
+    /// The key at `keyPath` for `pinproxy ca csr`, or a new P-256 key written
+    /// there (mode 0600, never replacing a file) when there is none.
+    public static func loadOrCreateKey(keyPath: String) throws -> (PrivateKey, created: Bool) {
+        if FileManager.default.fileExists(atPath: keyPath) {
+            try SecretFilePermissions.requirePrivate(keyPath, what: "CA key")
+            return (try PrivateKey(pemFile: keyPath), false)
+        }
+        let key = try PrivateKey.generateP256()
+        try SecureFileWriter.write(Array(key.pemString.utf8), to: keyPath, mode: 0o600, exclusive: true)
+        return (key, true)
+    }
 }
 
 /// The steps of writing the CA, and recovery from an interrupted write.

@@ -6,8 +6,15 @@ import NIOConcurrencyHelpers
 /// P-256, ten years, key file 0600. It mints the leaves the legacy app sees:
 /// one process-wide P-256 leaf key (never the CA key), SAN = the host asked
 /// for, validity of days, SHA-256, kept in a bounded LRU cache per name.
+/// The CA may be an intermediate under an organisation's root: leaves are
+/// then served with the intermediates, so clients need trust only the root.
 public final class CertificateAuthority: Sendable {
     public let certificate: Certificate
+    /// The certificates above `certificate`, nearest first (`ca.chain`), as configured.
+    public let chain: [Certificate]
+    /// What follows a leaf on the wire: the CA and the chain, without a
+    /// self-signed root (the client has it, or must not be handed it).
+    private let servedChain: [Certificate]
     let key: PrivateKey
     /// The one key every minted leaf carries; made once per process.
     private let leafKey: PrivateKey
@@ -21,14 +28,17 @@ public final class CertificateAuthority: Sendable {
     public init(
         certificate: Certificate,
         key: PrivateKey,
+        chain: [Certificate] = [],
         leafValidity: TimeInterval = CertificateAuthority.defaultLeafValidity,
         cacheCapacity: Int = CertificateAuthority.defaultCacheCapacity
     ) throws {
-        guard X509_check_private_key(certificate.ref, key.ref) == 1 else {
-            OpenSSLErrorQueue.clear()
-            throw TLSError.configuration("the CA key does not belong to the CA certificate \(certificate.subject)")
+        let problems = CertificateAuthority.problems(certificate: certificate, key: key, chain: chain)
+        guard problems.isEmpty else {
+            throw TLSError.configuration(problems.map(\.message).joined(separator: "; "))
         }
         self.certificate = certificate
+        self.chain = chain
+        self.servedChain = ([certificate] + chain).filter { !$0.isSelfSigned }
         self.key = key
         self.leafKey = try PrivateKey.generateP256()
         self.leafValidity = leafValidity
@@ -40,10 +50,8 @@ public final class CertificateAuthority: Sendable {
     /// A new CA: ECDSA P-256, self-signed, valid ten years from `now`.
     public static func create(commonName: String? = nil, now: Date = Date()) throws -> CertificateAuthority {
         let key = try PrivateKey.generateP256()
-        // A distinct name per installation, so two deployments' CAs are told apart.
-        let suffix = SHA256Digest.hash(key.publicKeySPKI).prefix(4).map { String(format: "%02x", $0) }.joined()
         let builder = CertificateBuilder(
-            subjectCommonName: commonName ?? "pinproxy interception CA \(suffix)",
+            subjectCommonName: commonName ?? defaultCommonName(for: key),
             subjectOrganization: "pinproxy",
             notBefore: now.addingTimeInterval(-3600),
             notAfter: now.addingTimeInterval(10 * 365.25 * 86_400),
@@ -54,6 +62,12 @@ public final class CertificateAuthority: Sendable {
             ])
         let certificate = try builder.build(publicKey: key, issuer: nil, issuerKey: key)
         return try CertificateAuthority(certificate: certificate, key: key)
+    }
+
+    /// `pinproxy interception CA <8 hex digits of the key's SPKI hash>`: a
+    /// distinct name per installation, so two deployments' CAs are told apart.
+    public static func defaultCommonName(for key: PrivateKey) -> String {
+        "pinproxy interception CA " + SHA256Digest.hash(key.publicKeySPKI).prefix(4).map { String(format: "%02x", $0) }.joined()
     }
 
     // MARK: Minting
@@ -72,7 +86,7 @@ public final class CertificateAuthority: Sendable {
            cached.chain[0].notAfter.timeIntervalSince(now) > 86_400 {
             return (cached, false)
         }
-        let certified = TLSCertifiedKey(chain: [try mint(normalized, now: now)], privateKey: leafKey)
+        let certified = TLSCertifiedKey(chain: [try mint(normalized, now: now)] + servedChain, privateKey: leafKey)
         _ = cache.withLockedValue { $0.set(certified, for: normalized) }
         minted.withLockedValue { $0 += 1 }
         return (certified, true)
@@ -84,7 +98,8 @@ public final class CertificateAuthority: Sendable {
 
     private func mint(_ name: String, now: Date) throws -> Certificate {
         let isIP = IPAddressText.isIPAddress(name)
-        let notAfter = min(now.addingTimeInterval(leafValidity), certificate.notAfter)
+        // A leaf never outlives a certificate it is served with.
+        let notAfter = ([certificate] + chain).map(\.notAfter).reduce(now.addingTimeInterval(leafValidity), min)
         let builder = CertificateBuilder(
             subjectCommonName: name,
             subjectOrganization: nil,
@@ -96,7 +111,8 @@ public final class CertificateAuthority: Sendable {
                 ("extendedKeyUsage", "serverAuth"),
                 ("subjectAltName", isIP ? "IP:\(name)" : "DNS:\(name)"),
                 ("subjectKeyIdentifier", "hash"),
-                ("authorityKeyIdentifier", "keyid:always"),
+                // A CA issued elsewhere may lack a key identifier: name it by issuer and serial then.
+                ("authorityKeyIdentifier", certificate.hasSubjectKeyIdentifier ? "keyid:always" : "issuer:always"),
             ])
         return try builder.build(publicKey: leafKey, issuer: certificate, issuerKey: key)
     }

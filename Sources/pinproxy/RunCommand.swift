@@ -62,11 +62,13 @@ struct RunCommand: AsyncParsableCommand {
 
         let ca: CertificateAuthority
         do {
-            let (loaded, created) = try CertificateAuthority.loadOrCreate(certificatePath: settings.ca.certificatePath, keyPath: settings.ca.keyPath)
+            let (loaded, created) = try CertificateAuthority.loadOrCreate(
+                certificatePath: settings.ca.certificatePath, keyPath: settings.ca.keyPath, chainPath: settings.ca.chainPath)
             ca = loaded
             logger.info(created ? "created the interception CA" : "loaded the interception CA", metadata: [
                 "certificate": "\(settings.ca.certificatePath)", "subject": "\(ca.certificate.subject)",
-                "sha256": "\(ca.certificate.fingerprintSHA256)",
+                "issuer": "\(ca.certificate.issuer)", "sha256": "\(ca.certificate.fingerprintSHA256)",
+                "chain": "\(ca.chain.count)",
             ])
         } catch {
             logger.critical("cannot use the interception CA", metadata: ["error": "\(PinCommand.reason(error))"])

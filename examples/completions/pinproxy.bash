@@ -325,13 +325,13 @@ _pinproxy_ca() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    init|show|export)
+    init|show|export|csr)
         # Offer subcommand argument completions
         "_pinproxy_ca_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'init show export' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'init show export csr' -- "${cur}"))
         ;;
     esac
 }
@@ -340,7 +340,7 @@ _pinproxy_ca_init() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--config --ca-cert --ca-key)
+    non_repeating_options=(--config --ca-cert --ca-key --ca-chain)
     __pinproxy_offer_flags_options 0
 
     # Offer option value completions
@@ -352,6 +352,9 @@ _pinproxy_ca_init() {
         return
         ;;
     '--ca-key')
+        return
+        ;;
+    '--ca-chain')
         return
         ;;
     esac
@@ -361,7 +364,7 @@ _pinproxy_ca_show() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--config --ca-cert --ca-key)
+    non_repeating_options=(--config --ca-cert --ca-key --ca-chain)
     __pinproxy_offer_flags_options 0
 
     # Offer option value completions
@@ -373,6 +376,9 @@ _pinproxy_ca_show() {
         return
         ;;
     '--ca-key')
+        return
+        ;;
+    '--ca-chain')
         return
         ;;
     esac
@@ -382,7 +388,7 @@ _pinproxy_ca_export() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--config --ca-cert --ca-key --out)
+    non_repeating_options=(--config --ca-cert --ca-key --ca-chain --out)
     __pinproxy_offer_flags_options 0
 
     # Offer option value completions
@@ -394,6 +400,42 @@ _pinproxy_ca_export() {
         return
         ;;
     '--ca-key')
+        return
+        ;;
+    '--ca-chain')
+        return
+        ;;
+    '--out')
+        return
+        ;;
+    esac
+}
+
+_pinproxy_ca_csr() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=()
+    non_repeating_options=(--config --ca-cert --ca-key --ca-chain --common-name --organization --out)
+    __pinproxy_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--config')
+        return
+        ;;
+    '--ca-cert')
+        return
+        ;;
+    '--ca-key')
+        return
+        ;;
+    '--ca-chain')
+        return
+        ;;
+    '--common-name')
+        return
+        ;;
+    '--organization')
         return
         ;;
     '--out')

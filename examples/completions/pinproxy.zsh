@@ -165,10 +165,8 @@ _pinproxy_pins() {
 _pinproxy_pins_suggest() {
     local -i ret=1
     local -ar arg_specs=(
-        '--admin[The admin API'\''s base URL (default\: from the config'\''s admin.listen).]:admin:'
-        '--config[The main config file whose admin.listen names the admin API (default\: etc/pinproxy.yaml if present, else the embedded defaults).]:config:'
+        '--admin[The admin API'\''s base URL.]:admin:'
         '--host[Only this upstream host name.]:host:'
-        '--indent[Spaces before every line printed; 6 pastes it under the pins\: of a policy in a hosts\: list.]:indent:'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
@@ -190,14 +188,15 @@ _pinproxy_ca() {
     command)
         local -ar subcommands=(
             'init:Create the interception CA (ECDSA P-256, ten years, key mode 0600) if it does not exist.'
-            'show:Print the CA'\''s subject, SHA-256 fingerprint, notAfter and pin (reads only the certificate).'
+            'show:Print the CA'\''s subject, issuer, SHA-256 fingerprint, validity and pin, and those of each certificate of its chain.'
             'export:Write the CA certificate (PEM) for clients to trust.'
+            'csr:Write a certificate signing request (PEM) for the CA key, for an organisation'\''s CA to sign as an intermediate; creates the key (mode 0600) if there is none.'
         )
         _describe -V subcommand subcommands && ret=0
         ;;
     arg)
         case "${words[1]}" in
-        init|show|export)
+        init|show|export|csr)
             "_pinproxy_ca_${words[1]}" && ret=0
             ;;
         esac
@@ -213,6 +212,7 @@ _pinproxy_ca_init() {
         '--config[The main config file (default\: etc/pinproxy.yaml if present, else the embedded defaults).]:config:'
         '--ca-cert[The CA certificate (overrides the config'\''s ca.cert).]:ca-cert:'
         '--ca-key[The CA private key (overrides the config'\''s ca.key).]:ca-key:'
+        '--ca-chain[The certificates above the CA certificate (overrides the config'\''s ca.chain).]:ca-chain:'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
@@ -227,6 +227,7 @@ _pinproxy_ca_show() {
         '--config[The main config file (default\: etc/pinproxy.yaml if present, else the embedded defaults).]:config:'
         '--ca-cert[The CA certificate (overrides the config'\''s ca.cert).]:ca-cert:'
         '--ca-key[The CA private key (overrides the config'\''s ca.key).]:ca-key:'
+        '--ca-chain[The certificates above the CA certificate (overrides the config'\''s ca.chain).]:ca-chain:'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
@@ -241,6 +242,25 @@ _pinproxy_ca_export() {
         '--config[The main config file (default\: etc/pinproxy.yaml if present, else the embedded defaults).]:config:'
         '--ca-cert[The CA certificate (overrides the config'\''s ca.cert).]:ca-cert:'
         '--ca-key[The CA private key (overrides the config'\''s ca.key).]:ca-key:'
+        '--ca-chain[The certificates above the CA certificate (overrides the config'\''s ca.chain).]:ca-chain:'
+        '--out[Write to this file instead of standard output.]:out:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_pinproxy_ca_csr() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--config[The main config file (default\: etc/pinproxy.yaml if present, else the embedded defaults).]:config:'
+        '--ca-cert[The CA certificate (overrides the config'\''s ca.cert).]:ca-cert:'
+        '--ca-key[The CA private key (overrides the config'\''s ca.key).]:ca-key:'
+        '--ca-chain[The certificates above the CA certificate (overrides the config'\''s ca.chain).]:ca-chain:'
+        '--common-name[The request'\''s CN (default\: pinproxy interception CA <8 hex digits of the key>).]:common-name:'
+        '--organization[The request'\''s O.]:organization:'
         '--out[Write to this file instead of standard output.]:out:'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
@@ -295,7 +315,7 @@ _pinproxy_spotify_login() {
 _pinproxy_passwd() {
     local -i ret=1
     local -ar arg_specs=(
-        '--iterations[PBKDF2 iterations.]:iterations:'
+        '--iterations[PBKDF2 iterations (default 150000).]:iterations:'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )

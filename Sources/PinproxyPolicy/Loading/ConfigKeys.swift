@@ -9,7 +9,7 @@ public enum ConfigKeys {
     public static let main: [String: [String]] = [
         "": ["listen", "admin", "ca", "policies", "default_action", "concurrency", "clients", "network", "limits", "spotify", "log", "http2"],
         "admin": ["listen", "hosts"],
-        "ca": ["cert", "key"],
+        "ca": ["cert", "key", "chain"],
         "clients": ["allow", "identities", "require_identity"],
         "clients.identities.*": ["password_hash", "password_hash_file", "from"],
         "network": ["deny_private", "allow"],

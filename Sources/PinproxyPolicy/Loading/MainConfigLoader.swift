@@ -38,6 +38,7 @@ struct MainConfigLoader {
             ca.record(into: &config.sourceMap)
             if let v = ca.path("cert") { config.ca.certificatePath = v }
             if let v = ca.path("key") { config.ca.keyPath = v }
+            if let v = ca.path("chain") { config.ca.chainPath = v }
         }
         if let v = top.path("policies") { config.policiesPath = v }
         if let v = top.choice("default_action", PinproxyConfig.DefaultAction.self) { config.defaultAction = v }

@@ -43,6 +43,9 @@ public struct PinproxyConfig: Sendable {
     public struct CA: Sendable, Hashable {
         public var certificatePath: String
         public var keyPath: String
+        /// `ca.chain`: the certificates above `cert` when it is an intermediate
+        /// under an organisation's root, nearest first; served with every leaf.
+        public var chainPath: String? = nil
     }
 
     public struct Network: Sendable, Hashable {

@@ -13,7 +13,9 @@ struct MainConfigValidator {
         if certExists != keyExists {
             let (missing, present) = certExists ? ("ca.key", config.ca.certificatePath) : ("ca.cert", config.ca.keyPath)
             let path = certExists ? config.ca.keyPath : config.ca.certificatePath
-            bag.error(config.sourceMap[missing], "\(path) is missing while \(present) exists: restore it, or remove both to create a new CA")
+            // `pinproxy ca csr` leaves the key without its certificate until the organisation's CA issues one.
+            let install = certExists ? "" : " (or install the certificate issued for `pinproxy ca csr`'s request)"
+            bag.error(config.sourceMap[missing], "\(path) is missing while \(present) exists: restore it\(install), or remove both to create a new CA")
         }
         if keyExists, let attributes = try? fm.attributesOfItem(atPath: config.ca.keyPath),
            let mode = (attributes[.posixPermissions] as? NSNumber)?.intValue, mode & 0o077 != 0 {
@@ -25,6 +27,7 @@ struct MainConfigValidator {
         if keyExists, let problem = Self.unreadable(config.ca.keyPath) {
             bag.error(config.sourceMap["ca.key"], "CA key \(config.ca.keyPath) cannot be read (\(problem)): restore it; the next start would fail")
         }
+        CAFilesValidator(config: config).validate(into: bag)
     }
 
     /// Why `path` cannot be read as a regular file, or nil if it can.
