@@ -165,8 +165,10 @@ _pinproxy_pins() {
 _pinproxy_pins_suggest() {
     local -i ret=1
     local -ar arg_specs=(
-        '--admin[The admin API'\''s base URL.]:admin:'
+        '--admin[The admin API'\''s base URL (default\: from the config'\''s admin.listen).]:admin:'
+        '--config[The main config file whose admin.listen names the admin API (default\: etc/pinproxy.yaml if present, else the embedded defaults).]:config:'
         '--host[Only this upstream host name.]:host:'
+        '--indent[Spaces before every line printed; 6 pastes it under the pins\: of a policy in a hosts\: list.]:indent:'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
@@ -188,7 +190,7 @@ _pinproxy_ca() {
     command)
         local -ar subcommands=(
             'init:Create the interception CA (ECDSA P-256, ten years, key mode 0600) if it does not exist.'
-            'show:Print the CA'\''s subject, issuer, SHA-256 fingerprint, validity and pin, and those of each certificate of its chain.'
+            'show:Print the CA'\''s subject, issuer, SHA-256 fingerprint, validity and pin, and those of each certificate of its chain (reads only certificates).'
             'export:Write the CA certificate (PEM) for clients to trust.'
             'csr:Write a certificate signing request (PEM) for the CA key, for an organisation'\''s CA to sign as an intermediate; creates the key (mode 0600) if there is none.'
         )
@@ -315,7 +317,7 @@ _pinproxy_spotify_login() {
 _pinproxy_passwd() {
     local -i ret=1
     local -ar arg_specs=(
-        '--iterations[PBKDF2 iterations (default 150000).]:iterations:'
+        '--iterations[PBKDF2 iterations.]:iterations:'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
