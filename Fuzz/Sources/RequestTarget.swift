@@ -76,8 +76,8 @@ enum RequestTarget {
                 let value = trimmed[trimmed.index(after: colon)...].trimmingCharacters(in: .whitespaces)
                 // Only what NIO's HTTP/2 handler lets through to a stream: its
                 // HPACK decoder and header validation refuse the rest first.
-                guard name.utf8.count > (name.hasPrefix(":") ? 1 : 0), name.utf8.allSatisfy(Self.isTokenByte(_:)) || name.hasPrefix(":"),
-                      name.dropFirst().utf8.allSatisfy(Self.isTokenByte(_:)),
+                let bare = name.hasPrefix(":") ? name.dropFirst() : name[...]
+                guard !bare.isEmpty, bare.utf8.allSatisfy(Self.isTokenByte(_:)),
                       !value.utf8.contains(where: { $0 == 0 || $0 == 10 || $0 == 13 }) else { continue }
                 headers.add(name: name, value: value)
             }
