@@ -189,7 +189,14 @@ struct RunCommand: AsyncParsableCommand {
             }
         }
         defer { signalLog.cancel() }
-        try await group.run()
+        do {
+            try await group.run()
+        } catch {
+            // A service that ends with an error (a listener that cannot bind)
+            // stops the others; say which and why, and exit 1.
+            logger.critical("stopped: a service failed", metadata: ["error": "\(error)"])
+            throw ExitCode(1)
+        }
         logger.info("stopped")
     }
 }

@@ -112,9 +112,13 @@ public final class ProxyServer: Service, Sendable {
         services.logger.info("proxy listening", metadata: ["address": "\(address.hostPort)"])
         onListening(address)
 
-        try await withGracefulShutdownHandler {
+        // A graceful shutdown (SIGTERM) and a cancellation (another service
+        // failed, e.g. the admin API could not bind) both end here: waiting on
+        // the listener's close alone would ignore the cancellation, and the
+        // process would stay up half-started.
+        try await withTaskCancellationOrGracefulShutdownHandler {
             try await channel.closeFuture.get()
-        } onGracefulShutdown: { [onDraining] in
+        } onCancelOrGracefulShutdown: { [onDraining] in
             // The listener closes first, so a new connection is refused at once.
             onDraining()
             quiesce.initiateShutdown(promise: nil)
