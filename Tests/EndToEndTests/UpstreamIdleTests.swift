@@ -13,7 +13,7 @@ struct UpstreamIdleTests {
         let proxy: ProxyHarness
         let admin: String
 
-        init(name: String) async throws {
+        init(name: String, limits: String = "") async throws {
             dir = try TemporaryDirectory("pinproxy-idle")
             let pki = try TestPKI.make(in: dir, names: [name])
             upstream = try await TestUpstream(chainFile: pki.chainFile, keyFile: pki.leafKey)
@@ -24,7 +24,7 @@ struct UpstreamIdleTests {
                     upstream: 127.0.0.1:\(upstream.port)
                     tls: { ca_file: \(pki.rootCertificate) }
                     probe_interval: 0
-                """, mainConfig: "network:\n  allow: [127.0.0.0/8]\n", directory: dir)
+                """, mainConfig: "network:\n  allow: [127.0.0.0/8]\n" + limits, directory: dir)
             admin = "http://127.0.0.1:\(try proxy.adminPort)"
         }
 
@@ -41,8 +41,8 @@ struct UpstreamIdleTests {
     }
 
     /// One request through pinproxy leaves one idle upstream connection in its pool.
-    func primed(_ name: String) async throws -> Setup {
-        let s = try await Setup(name: name)
+    func primed(_ name: String, limits: String = "") async throws -> Setup {
+        let s = try await Setup(name: name, limits: limits)
         let first = try s.get("https://\(name)/echo")
         #expect(first.status == 200, "\(first.stderr)")
         #expect(first.body.contains("\"uri\": \"/echo\""), "\(first.body)")
@@ -88,5 +88,17 @@ struct UpstreamIdleTests {
         #expect(next.pinproxyError == nil)
         #expect(s.upstream.connections.withLockedValue { $0 } == 2, "a second connection was dialled")
         #expect(s.upstream.requests.withLockedValue { $0 } == ["GET /echo", "GET /echo"])
+    }
+
+    /// The pool closes a connection idle for `limits.idle_timeout` by itself
+    /// (as Envoy's upstream idle timeout does): before, it stayed open until a
+    /// later request found it stale, holding a socket on both sides.
+    @Test func aPooledConnectionIdleForIdleTimeoutIsClosedWithoutAnotherRequest() async throws {
+        let s = try await primed("idle-timer.test", limits: "limits:\n  idle_timeout: 1s\n")
+        #expect(try pollUntil(timeout: 20) { s.upstream.openConnections == 0 }, "the server still holds the pooled connection")
+        #expect(try pollUntil(timeout: 10) { try s.upstreamConnections("idle-timer.test") == 0 })
+        let next = try s.get("https://idle-timer.test/echo")
+        #expect(next.status == 200, "\(next.stderr)")
+        #expect(s.upstream.connections.withLockedValue { $0 } == 2, "the next request dialled anew")
     }
 }

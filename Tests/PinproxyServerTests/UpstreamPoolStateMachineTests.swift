@@ -20,12 +20,23 @@ struct UpstreamPoolStateMachineTests {
 
     private func acquire(_ machine: inout Machine, loop: ObjectIdentifier, at now: NIODeadline, limit: Int = 1,
                          mayMultiplex: Bool = false) -> String {
-        switch machine.acquire(key, limit: limit, loop: loop, now: now, maxIdle: .seconds(60), mayMultiplex: mayMultiplex, isAlive: { _ in true }).0 {
-        case .lease: return "lease"
-        case .stream: return "stream"
-        case .dial: return "dial"
-        case .wait(let id): return "wait#\(id)"
+        switch machine.acquire(key, limit: limit, loop: loop, now: now, queueTimeout: .seconds(5), mayMultiplex: mayMultiplex, isAlive: { _ in true }).acquisition {
+        case .lease?: return "lease"
+        case .stream?: return "stream"
+        case .dial?: return "dial"
+        case .wait(let id, _)?: return "wait#\(id)"
+        case nil: return "nothing"
         }
+    }
+
+    /// A release's answer as (the one waiter served, the connection closed).
+    static func single(_ action: Machine.Action) -> (Machine.HandOver?, Conn?) {
+        (action.handOvers.first, action.close.first)
+    }
+
+    /// An event's answer as (the waiters served, the connection closed).
+    static func many(_ action: Machine.Action) -> ([Machine.HandOver], Conn?) {
+        (action.handOvers, action.close.first)
     }
 
     @Test func aReleasedConnectionIsLentAgainOnItsOwnLoopAndCountsAreDerived() {
@@ -47,7 +58,7 @@ struct UpstreamPoolStateMachineTests {
         _ = acquire(&machine, loop: loopA, at: t0)
         machine.dialled(key, connection: conn, loop: loopA)
         #expect(acquire(&machine, loop: loopA, at: t0) == "wait#1")
-        let (handOver, close) = machine.release(key, connection: conn, reusable: true, now: t0)
+        let (handOver, close) = Self.single(machine.release(key, connection: conn, reusable: true, now: t0))
         #expect(handOver?.waiter.id == 1)
         if case .connection(let given)? = handOver?.grant { #expect(given === conn) } else { Issue.record("the connection itself") }
         #expect(close == nil)
@@ -59,7 +70,7 @@ struct UpstreamPoolStateMachineTests {
         _ = acquire(&machine, loop: loopA, at: t0)
         machine.dialled(key, connection: conn, loop: loopA)
         #expect(acquire(&machine, loop: loopB, at: t0) == "wait#1")
-        let (handOver, close) = machine.release(key, connection: conn, reusable: true, now: t0)
+        let (handOver, close) = Self.single(machine.release(key, connection: conn, reusable: true, now: t0))
         if case .permit? = handOver?.grant {} else { Issue.record("a permit to dial") }
         #expect(close === conn)
         #expect(machine.entries[key]?.open == 1, "the slot moved, it was not freed")
@@ -71,8 +82,9 @@ struct UpstreamPoolStateMachineTests {
         _ = acquire(&machine, loop: loopA, at: t0)
         machine.dialled(key, connection: conn, loop: loopA)
         _ = machine.release(key, connection: conn, reusable: true, now: t0)
-        let (acquisition, close) = machine.acquire(key, limit: 1, loop: loopA, now: t0 + .seconds(61), maxIdle: .seconds(60), isAlive: { _ in true })
-        if case .dial = acquisition {} else { Issue.record("a fresh dial") }
+        let action = machine.acquire(key, limit: 1, loop: loopA, now: t0 + .seconds(61), queueTimeout: .seconds(5), isAlive: { _ in true })
+        let close = action.close
+        if case .dial? = action.acquisition {} else { Issue.record("a fresh dial") }
         #expect(close.count == 1 && close[0] === conn)
     }
 
@@ -80,13 +92,13 @@ struct UpstreamPoolStateMachineTests {
         var machine = Machine()
         _ = acquire(&machine, loop: loopA, at: t0)
         #expect(acquire(&machine, loop: loopB, at: t0) == "wait#1")
-        let handOvers = machine.dialFailed(key)
+        let handOvers = machine.dialFailed(key).handOvers
         #expect(grants(handOvers) == ["#1 permit"])
         #expect(machine.entries[key]?.open == 1)
         let conn = Conn()
         machine.dialled(key, connection: conn, loop: loopB)
         #expect(acquire(&machine, loop: loopA, at: t0) == "wait#2")
-        #expect(machine.closed(key, connection: conn)?.waiter.id == 2)
+        #expect(machine.closed(key, connection: conn).handOvers.first?.waiter.id == 2)
     }
 
     @Test func anExpiredWaiterLeavesTheLine() {
@@ -95,9 +107,9 @@ struct UpstreamPoolStateMachineTests {
         #expect(acquire(&machine, loop: loopA, at: t0) == "wait#1")
         let first = machine.waiterExpired(key, id: 1)
         let second = machine.waiterExpired(key, id: 1)
-        #expect(first)
-        #expect(!second)
-        let handOvers = machine.dialFailed(key)
+        #expect(first.expired.map(\.id) == [1], "it fails with queue_timeout")
+        #expect(second.expired.isEmpty, "once")
+        let handOvers = machine.dialFailed(key).handOvers
         #expect(handOvers.isEmpty, "no one waits any more")
         #expect(machine.entries[key] == nil, "an empty key is forgotten")
     }
@@ -111,9 +123,9 @@ struct UpstreamPoolStateMachineTests {
         _ = acquire(&machine, loop: loopA, at: t0, limit: 2)
         machine.dialled(key, connection: leased, loop: loopA)
         _ = machine.release(key, connection: idle, reusable: true, now: t0)
-        let retired = machine.retire(keeping: ["d2"])
+        let retired = machine.retire(keeping: ["d2"]).close
         #expect(retired.count == 1 && retired[0] === idle)
-        let (_, close) = machine.release(key, connection: leased, reusable: true, now: t0)
+        let (_, close) = Self.single(machine.release(key, connection: leased, reusable: true, now: t0))
         #expect(close === leased, "opened under a policy that changed: not pooled again")
     }
 
@@ -122,7 +134,7 @@ struct UpstreamPoolStateMachineTests {
         let conn = Conn()
         _ = acquire(&machine, loop: loopA, at: t0)
         machine.dialled(key, connection: conn, loop: loopA)
-        let (handOver, close) = machine.release(key, connection: conn, reusable: false, now: t0)
+        let (handOver, close) = Self.single(machine.release(key, connection: conn, reusable: false, now: t0))
         #expect(handOver == nil)
         #expect(close === conn)
         #expect(machine.entries[key] == nil)
@@ -151,7 +163,7 @@ struct UpstreamPoolStateMachineTests {
         #expect(machine.entries[key]?.open == 1)
         // Full, and max_upstream_connections (1) reached: the fourth waits in the same line.
         #expect(acquire(&machine, loop: loopA, at: t0, limit: 1, mayMultiplex: true) == "wait#1")
-        let (handOvers, close) = machine.streamEnded(key, connection: conn, now: t0)
+        let (handOvers, close) = Self.many(machine.streamEnded(key, connection: conn, now: t0))
         #expect(grants(handOvers) == ["#1 stream"])
         #expect(close == nil)
         #expect(machine.entries[key]?.members.first?.state == .streaming(3))
@@ -176,7 +188,7 @@ struct UpstreamPoolStateMachineTests {
         _ = acquire(&machine, loop: loopA, at: t0, limit: 1, mayMultiplex: true)
         machine.dialled(key, connection: conn, loop: loopA, streams: 1)
         #expect(acquire(&machine, loop: loopB, at: t0, limit: 1, mayMultiplex: true) == "wait#1")
-        let (handOvers, close) = machine.streamEnded(key, connection: conn, now: t0)
+        let (handOvers, close) = Self.many(machine.streamEnded(key, connection: conn, now: t0))
         #expect(grants(handOvers) == ["#1 stream"])
         #expect(close == nil)
         #expect(machine.entries[key]?.members.first?.state == .streaming(1))
@@ -189,7 +201,7 @@ struct UpstreamPoolStateMachineTests {
         #expect(acquire(&machine, loop: loopA, at: t0, limit: 8, mayMultiplex: true) == "wait#1")
         #expect(acquire(&machine, loop: loopA, at: t0, limit: 8, mayMultiplex: true) == "wait#2")
         #expect(machine.entries[key]?.open == 1)
-        let handOvers = machine.dialled(key, connection: conn, loop: loopA, streams: 100)
+        let handOvers = machine.dialled(key, connection: conn, loop: loopA, streams: 100).handOvers
         #expect(grants(handOvers) == ["#1 stream", "#2 stream"])
         #expect(machine.entries[key]?.members.first?.state == .streaming(3))
         #expect(machine.entries[key]?.waiters.isEmpty == true)
@@ -200,7 +212,7 @@ struct UpstreamPoolStateMachineTests {
         #expect(acquire(&machine, loop: loopA, at: t0, limit: 2, mayMultiplex: true) == "dial")
         #expect(acquire(&machine, loop: loopA, at: t0, limit: 2, mayMultiplex: true) == "wait#1")
         #expect(acquire(&machine, loop: loopA, at: t0, limit: 2, mayMultiplex: true) == "wait#2")
-        let handOvers = machine.dialled(key, connection: Conn(), loop: loopA)
+        let handOvers = machine.dialled(key, connection: Conn(), loop: loopA).handOvers
         // One slot left under the limit: the first waiter dials, the second keeps waiting.
         #expect(grants(handOvers) == ["#1 permit"])
         #expect(machine.entries[key]?.open == 2)
@@ -225,11 +237,11 @@ struct UpstreamPoolStateMachineTests {
         #expect(acquire(&machine, loop: loopA, at: t0 + .seconds(1), limit: 4, mayMultiplex: true) == "stream")
         #expect(acquire(&machine, loop: loopA, at: t0 + .seconds(1), limit: 4, mayMultiplex: true) == "stream")
         // GOAWAY: no new stream on it; the streams in flight finish.
-        let (none, stillOpen) = machine.streamCapacityChanged(key, connection: conn, to: 0)
+        let (none, stillOpen) = Self.many(machine.streamCapacityChanged(key, connection: conn, to: 0))
         #expect(none.isEmpty && stillOpen == nil)
         #expect(acquire(&machine, loop: loopA, at: t0 + .seconds(2), limit: 4, mayMultiplex: true) == "dial")
         _ = machine.streamEnded(key, connection: conn, now: t0 + .seconds(3))
-        let (_, close) = machine.streamEnded(key, connection: conn, now: t0 + .seconds(3))
+        let (_, close) = Self.many(machine.streamEnded(key, connection: conn, now: t0 + .seconds(3)))
         #expect(close === conn)
         #expect(machine.entries[key]?.members.isEmpty == true)
     }
@@ -241,7 +253,7 @@ struct UpstreamPoolStateMachineTests {
         machine.dialled(key, connection: conn, loop: loopA, streams: 100)
         _ = machine.streamCapacityChanged(key, connection: conn, to: 1)
         #expect(acquire(&machine, loop: loopA, at: t0, limit: 1, mayMultiplex: true) == "wait#1")
-        let (handOvers, _) = machine.streamCapacityChanged(key, connection: conn, to: 2)
+        let (handOvers, _) = Self.many(machine.streamCapacityChanged(key, connection: conn, to: 2))
         #expect(grants(handOvers) == ["#1 stream"])
     }
 
@@ -251,10 +263,10 @@ struct UpstreamPoolStateMachineTests {
         _ = acquire(&machine, loop: loopA, at: t0, limit: 1, mayMultiplex: true)
         machine.dialled(key, connection: conn, loop: loopA, streams: 1)
         #expect(acquire(&machine, loop: loopA, at: t0, limit: 1, mayMultiplex: true) == "wait#1")
-        let handOver = machine.closed(key, connection: conn)
+        let handOver = machine.closed(key, connection: conn).handOvers.first
         #expect(handOver?.waiter.id == 1)
         // Its streams' ends, reported later, change nothing.
-        let (late, close) = machine.streamEnded(key, connection: conn, now: t0)
+        let (late, close) = Self.many(machine.streamEnded(key, connection: conn, now: t0))
         #expect(late.isEmpty && close == nil)
         #expect(machine.entries[key]?.open == 1)
     }
@@ -265,7 +277,7 @@ struct UpstreamPoolStateMachineTests {
             #expect(acquire(&machine, loop: loopA, at: t0, limit: 3, mayMultiplex: true) == "wait#\(id)")
         }
         // Not one at a time behind each failure: three slots, three dials.
-        #expect(grants(machine.dialFailed(key)) == ["#1 permit", "#2 permit", "#3 permit"])
+        #expect(grants(machine.dialFailed(key).handOvers) == ["#1 permit", "#2 permit", "#3 permit"])
         #expect(machine.entries[key]?.open == 3)
         #expect(machine.entries[key]?.waiters.map(\.id) == [4])
     }
@@ -278,11 +290,79 @@ struct UpstreamPoolStateMachineTests {
             #expect(acquire(&machine, loop: loopA, at: t0, limit: 4, mayMultiplex: true) == "wait#\(id)")
         }
         // Two streams a connection: one waiter rides on it, one dials a second.
-        #expect(grants(machine.dialled(key, connection: first, loop: loopA, streams: 2)) == ["#1 stream", "#2 permit"])
+        #expect(grants(machine.dialled(key, connection: first, loop: loopA, streams: 2).handOvers) == ["#1 stream", "#2 permit"])
         // A stream ends before that dial is done: its room goes to a waiter, no second dial.
         #expect(grants(machine.streamEnded(key, connection: first, now: t0).handOvers) == ["#3 stream"])
-        #expect(grants(machine.dialled(key, connection: second, loop: loopA, streams: 2)) == ["#4 stream"])
+        #expect(grants(machine.dialled(key, connection: second, loop: loopA, streams: 2).handOvers) == ["#4 stream"])
         #expect(machine.entries[key]?.open == 2)
         #expect(machine.entries[key]?.waiters.isEmpty == true)
+    }
+
+    // MARK: Timers (issue 29: queue and idle timers are the machine's decisions)
+
+    @Test func aPlaceInLineCarriesItsQueueTimeout() {
+        var machine = Machine()
+        _ = acquire(&machine, loop: loopA, at: t0)
+        let action = machine.acquire(key, limit: 1, loop: loopA, now: t0, queueTimeout: .seconds(7), isAlive: { _ in true })
+        guard case .wait(let id, let timeout)? = action.acquisition else {
+            Issue.record("a place in line: \(String(describing: action.acquisition))")
+            return
+        }
+        #expect(id == 1 && timeout == .seconds(7))
+    }
+
+    @Test func anIdleConnectionGetsOneTimerAndClosesWhenItFiresPastMaxIdle() {
+        var machine = Machine(maxIdle: .seconds(60))
+        let conn = Conn()
+        _ = acquire(&machine, loop: loopA, at: t0)
+        machine.dialled(key, connection: conn, loop: loopA)
+        let first = machine.release(key, connection: conn, reusable: true, now: t0)
+        #expect(first.idleTimers.count == 1 && first.idleTimers[0].connection === conn && first.idleTimers[0].at == t0 + .seconds(60))
+        // Lent and idled again: the armed timer is enough, none more is scheduled.
+        #expect(acquire(&machine, loop: loopA, at: t0 + .seconds(10)) == "lease")
+        let second = machine.release(key, connection: conn, reusable: true, now: t0 + .seconds(20))
+        #expect(second.idleTimers.isEmpty)
+        // The timer fires at t0+60 s, 40 s into this idle time: re-armed for the rest.
+        let early = machine.idleTimeout(key, connection: conn, now: t0 + .seconds(60))
+        #expect(early.close.isEmpty)
+        #expect(early.idleTimers.count == 1 && early.idleTimers[0].at == t0 + .seconds(80))
+        let due = machine.idleTimeout(key, connection: conn, now: t0 + .seconds(80))
+        #expect(due.close.count == 1 && due.close[0] === conn)
+        #expect(machine.entries[key] == nil, "an empty key is forgotten")
+    }
+
+    @Test func anIdleTimerFiringOnALeasedConnectionDisarmsAndTheNextIdleTimeArmsOne() {
+        var machine = Machine(maxIdle: .seconds(60))
+        let conn = Conn()
+        _ = acquire(&machine, loop: loopA, at: t0)
+        machine.dialled(key, connection: conn, loop: loopA)
+        _ = machine.release(key, connection: conn, reusable: true, now: t0)
+        #expect(acquire(&machine, loop: loopA, at: t0 + .seconds(30)) == "lease")
+        let fired = machine.idleTimeout(key, connection: conn, now: t0 + .seconds(60))
+        #expect(fired.close.isEmpty && fired.idleTimers.isEmpty, "in use: nothing to close, no timer")
+        let again = machine.release(key, connection: conn, reusable: true, now: t0 + .seconds(90))
+        #expect(again.idleTimers.count == 1 && again.idleTimers[0].at == t0 + .seconds(150))
+    }
+
+    @Test func anHTTP2ConnectionWhoseLastStreamEndsGetsAnIdleTimer() {
+        var machine = Machine(maxIdle: .seconds(60))
+        let conn = Conn()
+        _ = acquire(&machine, loop: loopA, at: t0, mayMultiplex: true)
+        machine.dialled(key, connection: conn, loop: loopA, streams: 10)
+        let ended = machine.streamEnded(key, connection: conn, now: t0)
+        #expect(ended.idleTimers.count == 1 && ended.idleTimers[0].at == t0 + .seconds(60))
+        let closed = machine.idleTimeout(key, connection: conn, now: t0 + .seconds(60))
+        #expect(closed.close.count == 1 && closed.close[0] === conn)
+    }
+
+    @Test func anIdleTimerForAConnectionAlreadyGoneDoesNothing() {
+        var machine = Machine(maxIdle: .seconds(60))
+        let conn = Conn()
+        _ = acquire(&machine, loop: loopA, at: t0)
+        machine.dialled(key, connection: conn, loop: loopA)
+        _ = machine.release(key, connection: conn, reusable: true, now: t0)
+        _ = machine.closed(key, connection: conn)
+        let late = machine.idleTimeout(key, connection: conn, now: t0 + .seconds(60))
+        #expect(late.close.isEmpty && late.idleTimers.isEmpty && late.handOvers.isEmpty)
     }
 }

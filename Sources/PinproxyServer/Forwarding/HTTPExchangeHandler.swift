@@ -315,7 +315,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     }
 
     private func acquire(_ plan: DialPlan, context: ChannelHandlerContext) {
-        switch services.checkoutNow(plan, on: context.eventLoop) {
+        switch services.upstreams.checkoutNow(plan, on: context.eventLoop) {
         case .pooled(let connection):
             acquired(.success((connection, true)), plan: plan, context: context)
         case .pending(let future):
@@ -323,7 +323,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         }
     }
 
-    private func acquired(_ result: Result<ProxyServices.CheckedOut, any Error>, plan: DialPlan, context: ChannelHandlerContext) {
+    private func acquired(_ result: Result<UpstreamCheckout.CheckedOut, any Error>, plan: DialPlan, context: ChannelHandlerContext) {
         switch result {
         case .failure(let error):
             execute(machine.upstreamFailed(error), context: context)

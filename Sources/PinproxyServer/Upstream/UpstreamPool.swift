@@ -32,18 +32,20 @@ final class UpstreamPool: @unchecked Sendable {
     private struct Waiting {
         var promise: EventLoopPromise<Lease>
         var timeout: Scheduled<Void>?
+        /// Its `queue_timeout`, for the refusal's detail.
+        var queueTimeout: TimeAmount
     }
 
     private struct State {
-        var machine = Machine()
+        var machine: Machine
         var waiting: [Int: Waiting] = [:]
     }
 
-    private let state = NIOLockedValueBox(State())
-    let maxIdleTime: TimeAmount
+    private let state: NIOLockedValueBox<State>
+    var maxIdleTime: TimeAmount { state.withLockedValue { $0.machine.maxIdle } }
 
     init(maxIdleTime: TimeAmount = .seconds(60)) {
-        self.maxIdleTime = maxIdleTime
+        state = NIOLockedValueBox(State(machine: Machine(maxIdle: maxIdleTime)))
     }
 
     // MARK: Acquire
@@ -64,47 +66,52 @@ final class UpstreamPool: @unchecked Sendable {
         // a slot freed on another event loop's thread may be handed to it the
         // moment the lock is let go, and a hand-over finding no promise is lost
         // (the request would wait for ever, its queue timer finding no waiter).
-        let (acquisition, stale, waiter) = state.withLockedValue { state -> (Machine.Acquisition, [UpstreamConnection], EventLoopPromise<Lease>?) in
-            let (acquisition, stale) = state.machine.acquire(
-                key, limit: limit, loop: ObjectIdentifier(loop), now: now, maxIdle: maxIdleTime,
+        let (action, filed) = state.withLockedValue { state -> (Machine.Action, Filed?) in
+            let action = state.machine.acquire(
+                key, limit: limit, loop: ObjectIdentifier(loop), now: now, queueTimeout: queueTimeout,
                 mayMultiplex: mayMultiplex, isAlive: { $0.isActive })
-            guard case .wait(let id) = acquisition else { return (acquisition, stale, nil) }
+            guard case .wait(let id, let timeout)? = action.acquisition else { return (action, nil) }
             let promise = loop.makePromise(of: Lease.self)
-            state.waiting[id] = Waiting(promise: promise, timeout: nil)
-            return (acquisition, stale, promise)
+            state.waiting[id] = Waiting(promise: promise, timeout: nil, queueTimeout: timeout)
+            return (action, Filed(id: id, promise: promise))
         }
-        stale.forEach { $0.close() }
-        switch acquisition {
-        case .lease(let connection):
+        run(action, key: key, served: [])
+        switch action.acquisition {
+        case .lease(let connection)?:
             return .ready(.connection(connection))
-        case .stream(let connection):
+        case .stream(let connection)?:
             return .ready(.stream(connection))
-        case .dial:
+        case .dial?:
             return .ready(.permit)
-        case .wait(let id):
-            guard let promise = waiter else { preconditionFailure("a place in line without its promise (waiter \(id))") }
-            // The timer holds the pool strongly (it lives as long as the server,
-            // and the timer is cancelled when the waiter is served): a weak
-            // capture's side table is reported by LeakSanitizer at exit.
-            let timeout = loop.scheduleTask(in: queueTimeout) {
-                let expired = self.state.withLockedValue { state -> Bool in
-                    guard state.machine.waiterExpired(key, id: id) else { return false }
-                    state.waiting[id] = nil
-                    return true
-                }
-                if expired {
-                    promise.fail(ProxyError(.queueTimeout, host: key.host,
-                                            detail: "all upstream connections to \(key.host):\(key.port) stayed busy for \(queueTimeout.seconds) s (max_upstream_connections reached)"))
-                }
-            }
-            let stillWaiting = state.withLockedValue { state -> Bool in
-                guard state.waiting[id] != nil else { return false }
-                state.waiting[id]!.timeout = timeout
-                return true
-            }
-            if !stillWaiting { timeout.cancel() }  // served meanwhile
-            return .queued(promise.futureResult)
+        case .wait(let id, let timeout)?:
+            guard let filed, filed.id == id else { preconditionFailure("a place in line without its promise (waiter \(id))") }
+            armQueueTimer(filed, key: key, after: timeout, on: loop)
+            return .queued(filed.promise.futureResult)
+        case nil:
+            preconditionFailure("acquire decided nothing for \(key)")
         }
+    }
+
+    private struct Filed {
+        var id: Int
+        var promise: EventLoopPromise<Lease>
+    }
+
+    /// The waiter's `queue_timeout`: when it fires, the machine says whether
+    /// the waiter is still in line (then it fails) or was served meanwhile.
+    private func armQueueTimer(_ filed: Filed, key: Key, after timeout: TimeAmount, on loop: any EventLoop) {
+        // The timer holds the pool strongly (it lives as long as the server,
+        // and the timer is cancelled when the waiter is served): a weak
+        // capture's side table is reported by LeakSanitizer at exit.
+        let timer = loop.scheduleTask(in: timeout) {
+            self.event(key) { $0.waiterExpired(key, id: filed.id) }
+        }
+        let stillWaiting = state.withLockedValue { state -> Bool in
+            guard state.waiting[filed.id] != nil else { return false }
+            state.waiting[filed.id]!.timeout = timer
+            return true
+        }
+        if !stillWaiting { timer.cancel() }  // served meanwhile
     }
 
     // MARK: Lifecycle of a connection
@@ -112,30 +119,21 @@ final class UpstreamPool: @unchecked Sendable {
     /// A permit's dial succeeded: the connection now holds that slot.
     /// An HTTP/2 connection carries the dialler's stream and takes waiters on its loop.
     func opened(_ connection: UpstreamConnection) {
-        let handOvers = state.withLockedValue { state in
-            state.machine.dialled(connection.key, connection: connection, loop: ObjectIdentifier(connection.channel.eventLoop),
-                                  streams: connection.multiplexer?.maxStreams).map { (state.waiting.removeValue(forKey: $0.waiter.id), $0.grant) }
+        event(connection.key) {
+            $0.dialled(connection.key, connection: connection, loop: ObjectIdentifier(connection.channel.eventLoop),
+                       streams: connection.multiplexer?.maxStreams)
         }
-        handOvers.forEach { Self.grant($0) }
     }
 
     /// An HTTP/2 connection's stream limit changed (SETTINGS), or it said GOAWAY (0).
     func streamCapacityChanged(_ connection: UpstreamConnection, to capacity: Int) {
-        let (handOvers, close) = state.withLockedValue { state in
-            let (handOvers, close) = state.machine.streamCapacityChanged(connection.key, connection: connection, to: capacity)
-            return (handOvers.map { (state.waiting.removeValue(forKey: $0.waiter.id), $0.grant) }, close)
-        }
-        close?.close()
-        handOvers.forEach { Self.grant($0) }
+        event(connection.key) { $0.streamCapacityChanged(connection.key, connection: connection, to: capacity) }
     }
 
     /// A permit's dial failed: its slot goes to the next waiter (and waiters
     /// held back for its streams get slots to dial), or back.
     func permitReturned(_ key: Key) {
-        let handOvers = state.withLockedValue { state in
-            state.machine.dialFailed(key).map { (state.waiting.removeValue(forKey: $0.waiter.id), $0.grant) }
-        }
-        handOvers.forEach { Self.grant($0) }
+        event(key) { $0.dialFailed(key) }
     }
 
     /// A request is done with `connection`; kept if it can serve another.
@@ -155,36 +153,72 @@ final class UpstreamPool: @unchecked Sendable {
             streamEnded(on: parent, now: now)
             return
         }
-        let (handOver, close) = state.withLockedValue { state in
-            let (handOver, close) = state.machine.release(connection.key, connection: connection,
-                                                          reusable: connection.reusable && connection.isActive, now: now)
-            return (handOver.map { (state.waiting.removeValue(forKey: $0.waiter.id), $0.grant) }, close)
-        }
         connection.receiver = nil
-        close?.close()
-        Self.grant(handOver)
+        let reusable = connection.reusable && connection.isActive
+        event(connection.key) { $0.release(connection.key, connection: connection, reusable: reusable, now: now) }
     }
 
     /// A stream of this HTTP/2 connection is over (or could not be opened): its room returns.
     func streamEnded(on connection: UpstreamConnection, now: NIODeadline = .now()) {
-        let (handOvers, close) = state.withLockedValue { state in
-            let (handOvers, close) = state.machine.streamEnded(connection.key, connection: connection, now: now)
-            return (handOvers.map { (state.waiting.removeValue(forKey: $0.waiter.id), $0.grant) }, close)
-        }
-        close?.close()
-        handOvers.forEach { Self.grant($0) }
+        event(connection.key) { $0.streamEnded(connection.key, connection: connection, now: now) }
     }
 
     /// The connection's channel closed (the server hung up, or it failed).
     func closed(_ connection: UpstreamConnection) {
-        let handOver = state.withLockedValue { state in
-            state.machine.closed(connection.key, connection: connection).map { (state.waiting.removeValue(forKey: $0.waiter.id), $0.grant) }
-        }
-        Self.grant(handOver)
+        event(connection.key) { $0.closed(connection.key, connection: connection) }
     }
 
-    private static func grant(_ handOver: (Waiting?, UpstreamPoolStateMachine<UpstreamConnection>.Grant)?) {
-        guard let (waiting, grant) = handOver else { return }
+    // MARK: Reload and shutdown
+
+    /// After a policy reload: connections opened under a policy that changed are
+    /// retired (idle ones now, busy ones when their request ends).
+    func retire(keeping digests: Set<String>) {
+        event(nil) { $0.retire(keeping: digests) }
+    }
+
+    /// Closes every idle connection (shutdown).
+    func closeIdle() {
+        event(nil) { $0.closeIdle() }
+    }
+
+    // MARK: The executor
+
+    /// One event: the machine decides under the lock; the waiters it serves
+    /// are taken out of line under the same lock (so a waiter's promise and
+    /// its place in the machine come and go together); the rest is carried
+    /// out after the lock is let go.
+    private func event(_ key: Key?, _ decide: (inout Machine) -> Machine.Action) {
+        let (action, served) = state.withLockedValue { state in
+            let action = decide(&state.machine)
+            let served = (action.handOvers.map(\.waiter) + action.expired).map { state.waiting.removeValue(forKey: $0.id) }
+            return (action, served)
+        }
+        run(action, key: key, served: served)
+    }
+
+    /// Carries out an action: close, fail, hand over, arm idle timers. (The
+    /// asking request's own answer is `acquireNow`'s to return.)
+    private func run(_ action: Machine.Action, key: Key?, served: [Waiting?]) {
+        action.close.forEach { $0.close() }
+        var waitings = served.makeIterator()
+        var handed: [(Waiting?, Machine.Grant)] = []
+        for handOver in action.handOvers { handed.append((waitings.next() ?? nil, handOver.grant)) }
+        for _ in action.expired {
+            guard let waiting = waitings.next() ?? nil, let key else { continue }
+            waiting.promise.fail(ProxyError(.queueTimeout, host: key.host,
+                detail: "all upstream connections to \(key.host):\(key.port) stayed busy for \(waiting.queueTimeout.seconds) s (max_upstream_connections reached)"))
+        }
+        handed.forEach { Self.grant($0) }
+        for (connection, deadline) in action.idleTimers {
+            let key = connection.key
+            connection.channel.eventLoop.scheduleTask(deadline: deadline) {
+                self.event(key) { $0.idleTimeout(key, connection: connection, now: .now()) }
+            }
+        }
+    }
+
+    private static func grant(_ handOver: (Waiting?, Machine.Grant)) {
+        let (waiting, grant) = handOver
         guard let waiting else {
             // Every waiter in the machine has its promise filed: a hand-over to
             // none would lose the slot and leave a request waiting for ever.
@@ -197,18 +231,5 @@ final class UpstreamPool: @unchecked Sendable {
         case .stream(let connection): waiting.promise.succeed(.stream(connection))
         case .permit: waiting.promise.succeed(.permit)
         }
-    }
-
-    // MARK: Reload
-
-    /// After a policy reload: connections opened under a policy that changed are
-    /// retired (idle ones now, busy ones when their request ends).
-    func retire(keeping digests: Set<String>) {
-        state.withLockedValue { $0.machine.retire(keeping: digests) }.forEach { $0.close() }
-    }
-
-    /// Closes every idle connection (shutdown).
-    func closeIdle() {
-        state.withLockedValue { $0.machine.closeIdle() }.forEach { $0.close() }
     }
 }

@@ -39,7 +39,7 @@ final class UpstreamRequester: Sendable {
         let tls = url.scheme == "https" || policy.spec.upgradeToTLS
         let plan = DialPlan(host: host, port: port, tls: tls, policy: policy)
         let services = self.services
-        return services.checkout(plan, on: loop)
+        return services.upstreams.checkout(plan, on: loop)
             .map(\.connection)
             .flatMap { connection in
                 // A token must only travel over a connection whose pins matched (or

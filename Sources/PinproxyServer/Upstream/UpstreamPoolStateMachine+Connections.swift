@@ -1,0 +1,234 @@
+import NIOCore
+
+/// A connection's life in the pool, after the dial that a `.dial` answer
+/// allowed: dialled or failed, streams opening and ending, release, close,
+/// GOAWAY and SETTINGS, idle expiry, reload and shutdown. Each event returns
+/// one `Action` for the executor.
+extension UpstreamPoolStateMachine {
+    /// A dial succeeded: its slot is now a leased connection. An HTTP/2
+    /// connection (`streams` given: its stream capacity) carries the dialler's
+    /// stream, and takes waiters on its loop at once; requests that waited
+    /// behind a dial that turned out HTTP/1.1 get slots to dial their own.
+    @discardableResult
+    mutating func dialled(_ key: Key, connection: Connection, loop: LoopID, streams capacity: Int? = nil) -> Action {
+        var entry = entries[key, default: Entry()]
+        entry.starting -= 1
+        entry.multiplexed = capacity != nil
+        entry.members.append(Member(connection: connection, loop: loop, state: capacity == nil ? .leased : .streaming(1), capacity: capacity))
+        entries[key] = entry
+        return Action(handOvers: capacity == nil ? grantPermits(key) : grantStreams(key, connection: connection))
+    }
+
+    /// A dial failed: its slot goes to the next waiter, or is freed. Requests
+    /// that waited behind it for the streams it might have carried get slots
+    /// of their own too, up to the limit, as after a dial that turned out
+    /// HTTP/1.1: passed on one failed dial at a time, the tail of a burst to a
+    /// host that is down would wait out `queue_timeout` instead of getting
+    /// its own dial's error.
+    mutating func dialFailed(_ key: Key) -> Action {
+        entries[key, default: Entry()].starting -= 1
+        guard let first = passSlot(key) else { return .none }
+        return Action(handOvers: [first] + grantPermits(key))
+    }
+
+    /// A request is done with its HTTP/1.1 `connection`: kept for the next
+    /// request if it can serve one (`reusable`, still open, its policy
+    /// unchanged), else closed.
+    mutating func release(_ key: Key, connection: Connection, reusable: Bool, now: NIODeadline) -> Action {
+        guard var entry = entries[key] else { return .none }
+        guard let index = entry.members.firstIndex(where: { $0.connection === connection }),
+              entry.members[index].state == .leased, entry.members[index].capacity == nil else {
+            return .none  // already gone (closed, retired)
+        }
+        let member = entry.members[index]
+        let current = currentDigests?.contains(key.digest) ?? true
+        guard reusable, current else {
+            entries[key]!.members.remove(at: index)
+            return Action(handOvers: passSlot(key).map { [$0] } ?? [], close: [connection])
+        }
+        // Taken out while it changes (see `acquire`), and put back below.
+        entries[key] = nil
+        var action = Action()
+        if let waiting = entry.waiters.firstIndex(where: { $0.loop == member.loop }) {
+            action.handOvers = [(entry.waiters.remove(at: waiting), .connection(connection))]
+        } else if !entry.waiters.isEmpty {
+            // The next waiter is on another loop: it gets the slot, this connection goes.
+            entry.members.remove(at: index)
+            entry.starting += 1
+            action.handOvers = [(entry.waiters.removeFirst(), .permit)]
+            action.close = [connection]
+        } else {
+            // The most recently idled last (an acquire takes the last one).
+            entry.members.remove(at: index)
+            entry.members.append(Member(connection: connection, loop: member.loop, state: .idle(since: now), capacity: nil,
+                                        idleTimerArmed: true))
+            if !member.idleTimerArmed { action.idleTimers = [(connection, now + maxIdle)] }
+        }
+        entries[key] = entry
+        return action
+    }
+
+    /// An HTTP/2 stream ended: its room goes to a waiter on the connection's
+    /// loop, else the connection idles (or closes, after GOAWAY or a reload).
+    mutating func streamEnded(_ key: Key, connection: Connection, now: NIODeadline) -> Action {
+        guard var entry = entries[key], let index = entry.members.firstIndex(where: { $0.connection === connection }) else {
+            return .none  // already gone (closed, retired)
+        }
+        let member = entry.members[index]
+        guard case .streaming(let count) = member.state else {
+            preconditionFailure("a stream ended on an upstream connection in state \(member.state)")
+        }
+        entry.members[index].state = count > 1 ? .streaming(count - 1) : .idle(since: now)
+        let current = currentDigests?.contains(key.digest) ?? true
+        if count == 1, !current || member.capacity == 0 {
+            // Retired by a reload, or the server sent GOAWAY: it goes once empty.
+            entry.members.remove(at: index)
+            entries[key] = entry
+            return Action(handOvers: passSlot(key).map { [$0] } ?? [], close: [connection])
+        }
+        entries[key] = entry
+        guard current else { return .none }
+        var action = Action(handOvers: grantStreams(key, connection: connection))
+        if let index = entries[key]?.members.firstIndex(where: { $0.connection === connection }),
+           case .idle = entries[key]!.members[index].state, !entries[key]!.members[index].idleTimerArmed {
+            entries[key]!.members[index].idleTimerArmed = true
+            action.idleTimers = [(connection, now + maxIdle)]
+        }
+        return action
+    }
+
+    /// The server sent GOAWAY or lowered SETTINGS_MAX_CONCURRENT_STREAMS: at
+    /// most `capacity` streams from now on (0: none, the connection drains and
+    /// closes). A raise lets waiters in.
+    mutating func streamCapacityChanged(_ key: Key, connection: Connection, to capacity: Int) -> Action {
+        guard var entry = entries[key], let index = entry.members.firstIndex(where: { $0.connection === connection }),
+              entry.members[index].capacity != nil else { return .none }
+        // After GOAWAY a later SETTINGS frame cannot reopen it.
+        if entry.members[index].capacity == 0 { return .none }
+        entry.members[index].capacity = capacity
+        if capacity == 0, entry.members[index].streams == 0 {
+            entry.members.remove(at: index)
+            entries[key] = entry
+            return Action(handOvers: passSlot(key).map { [$0] } ?? [], close: [connection])
+        }
+        entries[key] = entry
+        return Action(handOvers: grantStreams(key, connection: connection))
+    }
+
+    /// The connection's channel closed (the server hung up, or it failed).
+    mutating func closed(_ key: Key, connection: Connection) -> Action {
+        guard let index = entries[key]?.members.firstIndex(where: { $0.connection === connection }) else { return .none }
+        entries[key]!.members.remove(at: index)
+        return Action(handOvers: passSlot(key).map { [$0] } ?? [])
+    }
+
+    /// An idle timer fired: the connection closes if it has been idle for
+    /// `maxIdle`; idled again since, the timer is re-armed for the rest; in
+    /// use, it is disarmed (its next idle time arms one).
+    mutating func idleTimeout(_ key: Key, connection: Connection, now: NIODeadline) -> Action {
+        guard var entry = entries[key], let index = entry.members.firstIndex(where: { $0.connection === connection }) else {
+            return .none  // closed or retired meanwhile
+        }
+        guard case .idle(let since) = entry.members[index].state else {
+            entry.members[index].idleTimerArmed = false
+            entries[key] = entry
+            return .none
+        }
+        if now - since < maxIdle {
+            return Action(idleTimers: [(connection, since + maxIdle)])
+        }
+        entry.members.remove(at: index)
+        entries[key] = entry
+        forgetIfEmpty(key)
+        return Action(close: [connection])
+    }
+
+    // MARK: Reload and shutdown
+
+    /// After a policy reload: idle connections opened under a policy that
+    /// changed go now; leased ones when their request ends.
+    mutating func retire(keeping digests: Set<String>) -> Action {
+        currentDigests = digests
+        var action = Action()
+        for key in entries.keys where !digests.contains(key.digest) {
+            action.close += takeIdle(key)
+        }
+        return action
+    }
+
+    /// Every idle connection, taken out (shutdown).
+    mutating func closeIdle() -> Action {
+        Action(close: entries.keys.flatMap { takeIdle($0) })
+    }
+
+    // MARK: Hand-overs
+
+    /// Waiters on the connection's loop get its free streams; the first waiter
+    /// on another loop gets a slot to dial (its loop's waiters then ride on that).
+    private mutating func grantStreams(_ key: Key, connection: Connection) -> [HandOver] {
+        guard var entry = entries[key], let index = entry.members.firstIndex(where: { $0.connection === connection }) else { return [] }
+        var handOvers: [HandOver] = []
+        let loop = entry.members[index].loop
+        while entry.members[index].hasRoomForStream, let waiting = entry.waiters.firstIndex(where: { $0.loop == loop }) {
+            entry.members[index].state = .streaming(entry.members[index].streams + 1)
+            handOvers.append((entry.waiters.remove(at: waiting), .stream(connection)))
+        }
+        // At the limit, waiters on other loops take the room left rather than wait for a slot.
+        while entry.open >= entry.limit, entry.members[index].hasRoomForStream, !entry.waiters.isEmpty {
+            entry.members[index].state = .streaming(entry.members[index].streams + 1)
+            handOvers.append((entry.waiters.removeFirst(), .stream(connection)))
+        }
+        if entry.open < entry.limit {
+            // The first waiter on another loop dials there (its loop's waiters
+            // then ride on that connection). Waiters left on this loop find it
+            // full: one of them dials a second connection, one dial at a time,
+            // rather than all waiting for a stream to end while the limit allows more.
+            let otherLoop = entry.waiters.firstIndex(where: { $0.loop != loop })
+            let thisLoop = entry.starting == 0 ? entry.waiters.indices.first : nil
+            if let waiting = otherLoop ?? thisLoop {
+                entry.starting += 1
+                handOvers.append((entry.waiters.remove(at: waiting), .permit))
+            }
+        }
+        entries[key] = entry
+        return handOvers
+    }
+
+    /// Free slots to waiters, to dial with (after a dial turned out HTTP/1.1).
+    private mutating func grantPermits(_ key: Key) -> [HandOver] {
+        guard var entry = entries[key] else { return [] }
+        var handOvers: [HandOver] = []
+        while entry.open < entry.limit, !entry.waiters.isEmpty {
+            entry.starting += 1
+            handOvers.append((entry.waiters.removeFirst(), .permit))
+        }
+        entries[key] = entry
+        return handOvers
+    }
+
+    /// Gives a freed slot to the first waiter (who dials), or lets it go.
+    private mutating func passSlot(_ key: Key) -> HandOver? {
+        guard var entry = entries[key], !entry.waiters.isEmpty else {
+            forgetIfEmpty(key)
+            return nil
+        }
+        entry.starting += 1
+        let waiter = entry.waiters.removeFirst()
+        entries[key] = entry
+        return (waiter, .permit)
+    }
+
+
+    /// A key with no connection, dial or waiter is forgotten.
+    private mutating func forgetIfEmpty(_ key: Key) {
+        if let entry = entries[key], entry.open == 0, entry.waiters.isEmpty { entries[key] = nil }
+    }
+
+    private mutating func takeIdle(_ key: Key) -> [Connection] {
+        guard var entry = entries[key] else { return [] }
+        let idle = entry.members.filter { if case .idle = $0.state { return true } else { return false } }
+        entry.members.removeAll { if case .idle = $0.state { return true } else { return false } }
+        entries[key] = entry
+        return idle.map(\.connection)
+    }
+}
