@@ -300,6 +300,16 @@ struct UpstreamPoolStateMachineTests {
 
     // MARK: Timers (issue 29: queue and idle timers are the machine's decisions)
 
+    /// A machine whose one HTTP/1.1 connection was dialled and went idle at t0.
+    private func idledAtT0() -> (Machine, Conn) {
+        var machine = Machine(maxIdle: .seconds(60))
+        let conn = Conn()
+        _ = acquire(&machine, loop: loopA, at: t0)
+        machine.dialled(key, connection: conn, loop: loopA)
+        _ = machine.release(key, connection: conn, reusable: true, now: t0)
+        return (machine, conn)
+    }
+
     @Test func aPlaceInLineCarriesItsQueueTimeout() {
         var machine = Machine()
         _ = acquire(&machine, loop: loopA, at: t0)
@@ -332,11 +342,8 @@ struct UpstreamPoolStateMachineTests {
     }
 
     @Test func anIdleTimerFiringOnALeasedConnectionDisarmsAndTheNextIdleTimeArmsOne() {
-        var machine = Machine(maxIdle: .seconds(60))
-        let conn = Conn()
-        _ = acquire(&machine, loop: loopA, at: t0)
-        machine.dialled(key, connection: conn, loop: loopA)
-        _ = machine.release(key, connection: conn, reusable: true, now: t0)
+        let (idled, conn) = idledAtT0()
+        var machine = idled
         #expect(acquire(&machine, loop: loopA, at: t0 + .seconds(30)) == "lease")
         let fired = machine.idleTimeout(key, connection: conn, now: t0 + .seconds(60))
         #expect(fired.close.isEmpty && fired.idleTimers.isEmpty, "in use: nothing to close, no timer")
@@ -356,11 +363,8 @@ struct UpstreamPoolStateMachineTests {
     }
 
     @Test func anIdleTimerForAConnectionAlreadyGoneDoesNothing() {
-        var machine = Machine(maxIdle: .seconds(60))
-        let conn = Conn()
-        _ = acquire(&machine, loop: loopA, at: t0)
-        machine.dialled(key, connection: conn, loop: loopA)
-        _ = machine.release(key, connection: conn, reusable: true, now: t0)
+        let (idled, conn) = idledAtT0()
+        var machine = idled
         _ = machine.closed(key, connection: conn)
         let late = machine.idleTimeout(key, connection: conn, now: t0 + .seconds(60))
         #expect(late.close.isEmpty && late.idleTimers.isEmpty && late.handOvers.isEmpty)
