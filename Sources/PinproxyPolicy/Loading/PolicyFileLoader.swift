@@ -242,15 +242,7 @@ private struct HostPolicyReader {
 
     private func readAuth(_ map: inout SourceMap) -> AuthPolicy? {
         guard let m = entry.child("auth", table: table) else { return nil }
-        m.record(into: &map)
-        guard m.has("spotify") else {
-            bag.error(m.location, "`auth` needs `spotify` (the name of a session under `spotify.sessions`)")
-            return nil
-        }
-        let replace = m.bool("replace_client_auth") ?? true
-        let attach = m.bool("attach_unpinned") ?? false
-        guard let session = m.nonEmptyString("spotify") else { return nil }
-        return AuthPolicy(spotifySession: session, replaceClientAuth: replace, attachUnpinned: attach)
+        return AuthPolicyReader().read(m, into: &map)
     }
 
     private func readHeaders(_ map: inout SourceMap) -> HeaderRules {
