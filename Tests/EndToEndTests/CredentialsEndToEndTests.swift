@@ -202,6 +202,12 @@ struct CredentialsEndToEndTests {
         for path in ["/metrics", "/", "/policies", "/readyz"] {
             outputs.append(try Curl.run(admin + path, proxyURL: nil, caFile: nil, directory: stack.dir).body)
         }
+        // The views name the credential, never its value.
+        #expect(outputs[3].contains("\"credential\"") && outputs[3].contains("X-Api-Key"), "\(outputs[3])")
+        _ = try stack.whoami("api.authlib.test")
+        let metrics = try Curl.run(admin + "/metrics", proxyURL: nil, caFile: nil, directory: stack.dir).body
+        #expect(metrics.contains("pinproxy_token_refreshes_total{session=\"basic\",credential=\"basic\",result=\"success\"} 1"), "\(metrics)")
+        outputs.append(metrics)
         let (_, explain) = try ChildProcess.run(PinproxyBinary.path, ["explain", "keys.authlib.test", "--config", stack.dir.file("etc/pinproxy.yaml")],
                                                 environment: ProcessInfo.processInfo.environment.merging(["PINPROXY_TEST_POST_SECRET": "s3cret-post"]) { $1 })
         #expect(explain.contains("credential gh"), "\(explain)")
