@@ -217,6 +217,15 @@ struct CredentialsEndToEndTests {
         }
     }
 
+    @Test func aStaticValueFileIsReadAgainOnReload() throws {
+        let stack = try Stack()
+        #expect(try stack.get("https://keys.authlib.test/api/echo").body.contains(CredentialsEndToEndTests.staticKey))
+        try stack.dir.write("gh.token", "ghp_ROTATED_value\n")
+        let admin = "http://127.0.0.1:\(try stack.proxy.adminPort)"
+        #expect(try Curl.run(admin + "/reload", proxyURL: nil, caFile: nil, extra: ["-X", "POST"], directory: stack.dir).status == 200)
+        #expect(try stack.get("https://keys.authlib.test/api/echo").body.contains("\"x_api_key\":\"ghp_ROTATED_value\""))
+    }
+
     @Test func twoIdentitiesCarryTwoCredentialsNeverCrossed() throws {
         let stack = try Stack()
         let billing = ("billing", CredentialsEndToEndTests.billingPassword)
