@@ -13,7 +13,8 @@ struct CredentialsEndToEndTests {
     static let billingPassword = "billing-pass-1"
     static let reportsPassword = "reports-pass-2"
     static let hosts = ["idp.authlib.test", "api.authlib.test", "post.authlib.test", "rt.authlib.test", "keys.authlib.test",
-                        "token.authlib.test", "both.authlib.test", "strict.authlib.test"]
+                        "token.authlib.test", "both.authlib.test", "strict.authlib.test",
+                        "limited.authlib.test"]
 
     final class Stack: @unchecked Sendable {
         let dir: TemporaryDirectory
@@ -47,7 +48,7 @@ struct CredentialsEndToEndTests {
                     tls: { ca_file: \(root) }
                     probe_interval: 0
                     pins: { spki_sha256: [{pin: "\(pin)"}, {pin: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}] }
-                \(auth.map { "    auth: \($0)\n" } ?? "")
+                \(auth.map { $0.hasPrefix("rate_limit") ? "    \($0)\n" : "    auth: \($0)\n" } ?? "")
                 """
             }
             let policies = "hosts:\n" + [
@@ -59,6 +60,7 @@ struct CredentialsEndToEndTests {
                 host("token.authlib.test", "{credential: gh, format: \"token {token}\"}"),
                 host("both.authlib.test", "{by_client: {billing: basic, reports: post}, default: none}"),
                 host("strict.authlib.test", "{by_client: {billing: basic}, require: true}"),
+                host("limited.authlib.test", "rate_limit: {requests_per_second: 0.01, burst: 2, per: client}"),
             ].joined()
             proxy = try ProxyHarness(policies: policies, mainConfig: """
                 network:
@@ -239,6 +241,22 @@ struct CredentialsEndToEndTests {
         // `require: true`: a client with no credential mapped is refused here.
         #expect(try stack.whoami("strict.authlib.test", as: billing) == "cc-basic")
         #expect(try stack.whoami("strict.authlib.test", as: reports) == "status 403 client_denied")
+    }
+
+    @Test func aPolicysRateLimitAnswers429LocallyPerClient() throws {
+        let stack = try Stack()
+        let billing = ("billing", CredentialsEndToEndTests.billingPassword)
+        let reports = ("reports", CredentialsEndToEndTests.reportsPassword)
+        let before = try #require(try stack.provider("/_stats")["echo"] as? [Any]).count
+        #expect(try stack.get("https://limited.authlib.test/api/echo", as: billing).status == 200)
+        #expect(try stack.get("https://limited.authlib.test/api/echo", as: billing).status == 200)
+        let third = try stack.get("https://limited.authlib.test/api/echo", as: billing)
+        #expect(third.status == 429)
+        #expect(third.headers["x-pinproxy-error"] == "rate_limited")
+        #expect(Int(third.headers["retry-after"] ?? "") ?? 0 >= 1)
+        #expect(try #require(try stack.provider("/_stats")["echo"] as? [Any]).count == before + 2, "the refused request never went up")
+        // `per: client`: another identity has its own burst.
+        #expect(try stack.get("https://limited.authlib.test/api/echo", as: reports).status == 200)
     }
 
     @Test func anUpstream429HoldsThatCredentialBackUntilRetryAfterPasses() throws {

@@ -1,4 +1,5 @@
 import Foundation
+import PinproxyPolicy
 import Testing
 @testable import PinproxyServer
 
@@ -31,5 +32,30 @@ struct UpstreamThrottleTests {
         windows.record(credential: "a", host: "h", retryAfter: "soon", now: Self.now)
         windows.record(credential: "a", host: "h", retryAfter: "0", now: Self.now)
         #expect(windows.remaining(credential: "a", host: "h", now: Self.now) == nil)
+    }
+}
+
+/// `rate_limit` buckets, on an injected clock.
+struct TokenBucketsTests {
+    static let now = Date(timeIntervalSince1970: 1_800_000_000)
+
+    @Test func aBurstPassesThenTheRateRefills() {
+        var buckets = TokenBuckets()
+        let limit = RateLimitPolicy(requestsPerSecond: 2, burst: 3, per: .client)
+        let key = TokenBuckets.Key(policy: "p", client: "billing")
+        #expect((0..<3).map { _ in buckets.admit(key, limit: limit, now: Self.now) } == [nil, nil, nil])
+        #expect(buckets.admit(key, limit: limit, now: Self.now) == 1)
+        #expect(buckets.admit(TokenBuckets.Key(policy: "p", client: "reports"), limit: limit, now: Self.now) == nil)
+        #expect(buckets.admit(key, limit: limit, now: Self.now.addingTimeInterval(0.5)) == nil)
+        #expect(buckets.admit(key, limit: limit, now: Self.now.addingTimeInterval(0.5)) == 1)
+    }
+
+    @Test func aSlowRateSaysHowLongToWait() {
+        var buckets = TokenBuckets()
+        let limit = RateLimitPolicy(requestsPerSecond: 0.1, burst: 1, per: .policy)
+        let key = TokenBuckets.Key(policy: "p", client: "")
+        #expect(buckets.admit(key, limit: limit, now: Self.now) == nil)
+        #expect(buckets.admit(key, limit: limit, now: Self.now) == 10)
+        #expect(buckets.admit(key, limit: limit, now: Self.now.addingTimeInterval(4)) == 6)
     }
 }

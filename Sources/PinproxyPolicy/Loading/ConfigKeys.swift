@@ -37,8 +37,9 @@ public enum ConfigKeys {
             "match", "action", "upstream", "upgrade_to_tls", "tls", "pins", "auth", "headers",
             "connect_timeout", "handshake_timeout", "response_timeout", "retries",
             "max_upstream_connections", "queue_timeout", "probe_interval", "clients", "upstream_proxy", "upstream_protocol",
-            "websocket", "ports",
+            "websocket", "ports", "rate_limit",
         ],
+        "hosts[].rate_limit": ["requests_per_second", "burst", "per"],
         "hosts[].tls": [
             "min_version", "allow_legacy_tls", "max_version", "ciphers", "ciphersuites", "ca_file",
             "client_cert", "client_key",

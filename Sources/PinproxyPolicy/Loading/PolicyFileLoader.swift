@@ -87,6 +87,8 @@ private struct HostPolicyReader {
         let pins = readPins(&map)
         let auth = readAuth(&map)
         let headers = readHeaders(&map)
+        var rateLimit: RateLimitPolicy?
+        if let limit = entry.child("rate_limit", table: table) { rateLimit = RateLimitReader().read(limit, into: &map) }
         var spec = HostPolicySpec(
             match: pattern ?? (try! HostPattern(parsing: "invalid.invalid")),
             action: action ?? .intercept,
@@ -110,6 +112,7 @@ private struct HostPolicyReader {
         spec.clients = readClients()
         spec.upstreamProxy = readUpstreamProxy()
         spec.ports = entry.ports("ports")
+        spec.rateLimit = rateLimit
         if spec.ports != nil, spec.action == .deny {
             bag.warning(entry.keyLocation("ports"), "`ports` has no effect on a policy with `action: deny`: every port of the host is refused")
         }

@@ -72,6 +72,8 @@ public struct HostPolicySpec: Sendable, Hashable {
     /// `ports:`: the ports a client may ask for, in a CONNECT or an
     /// absolute-form URL alike; nil: the defaults (`allowedPorts(for:)`).
     public var ports: [Int]? = nil
+    /// `rate_limit:`: requests answered 429 `rate_limited` beyond it; nil: no limit.
+    public var rateLimit: RateLimitPolicy? = nil
     /// The policy file, absolute.
     public var file: String
     public var sourceMap: SourceMap

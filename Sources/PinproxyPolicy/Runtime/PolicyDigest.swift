@@ -52,6 +52,7 @@ enum PolicyDigest {
         } else {
             put("auth", nil)
         }
+        if let limit = s.rateLimit { put("rate_limit", "\(limit.requestsPerSecond)|\(limit.burst)|\(limit.per.rawValue)") }
         for field in s.headers.set { put("headers.set", "\(field.name):\(field.value)") }
         put("headers.remove", s.headers.remove.joined(separator: ","))
         put("connect_timeout", DurationText.format(s.connectTimeout))

@@ -43,4 +43,21 @@ extension HTTPExchangeHandler {
             "host": "\(exchange.host)", "credential": "\(credential)", "retry_after": "\(retryAfter ?? "-")",
         ])
     }
+
+    /// A routed request beyond its policy's `rate_limit` is refused here, before anything is dialled.
+    func applyRateLimit(_ decision: inout RoutingDecision) {
+        guard case .success = decision.result, let policy = decision.policy, policy.rateLimit != nil else { return }
+        guard let seconds = services.rateLimiter.admit(policy: policy, client: decision.identity ?? Self.host(of: clientAddress)) else { return }
+        var refusal = ProxyError(.rateLimited, host: decision.host,
+                                 detail: "the policy's rate_limit is spent; try again in \(seconds)s")
+        refusal.retryAfterSeconds = seconds
+        decision.result = .failure(refusal)
+    }
+
+    /// `127.0.0.1:5123` → `127.0.0.1`, `[::1]:5123` → `[::1]`: a client is its address, not its connection.
+    static func host(of address: String) -> String {
+        if address.hasPrefix("["), let end = address.firstIndex(of: "]") { return String(address[...end]) }
+        guard let colon = address.lastIndex(of: ":") else { return address }
+        return String(address[..<colon])
+    }
 }

@@ -351,8 +351,9 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     }
 
     private func route(_ head: HTTPRequestHead, client: ClientStanding, context: ChannelHandlerContext) {
-        let decision = RequestRouter.route(head, interception: interception, snapshot: services.store.snapshot,
+        var decision = RequestRouter.route(head, interception: interception, snapshot: services.store.snapshot,
                                            maxHeadBytes: limits.maxHeaderBytes, client: client)
+        applyRateLimit(&decision)
         currentIdentity = decision.identity
         execute(machine.routed(head, decision, now: .now()), context: context)
     }

@@ -22,6 +22,8 @@ final class ProxyServices: Sendable {
     let tokens = TokenProviderSlot()
     /// Upstream 429 windows per (credential, host): `upstream_throttled` (docs/contract.md §4).
     let throttle = UpstreamThrottle()
+    /// Policies' `rate_limit` buckets: `rate_limited` (docs/contract.md §4).
+    let rateLimiter = RateLimiter()
     /// `Proxy-Authorization` checks, with their cache and per-address limit (docs/contract.md §15).
     let authenticator = ClientAuthenticator()
 
