@@ -18,19 +18,18 @@ struct CredentialsConfigReader {
     /// `entries` is the `credentials:` mapping, read with any key allowed (the names are the operator's).
     func read(_ entries: MappingReader, into config: inout PinproxyConfig) {
         entries.record(into: &config.sourceMap)
-        let section = entries
         let hasStore = config.spotify.store != nil
         for entry in entries.entries {
-            guard let m = MappingReader(entry.value, reader: section.reader, key: entry.key, schemaPath: "credentials.*",
+            guard let m = MappingReader(entry.value, reader: entries.reader, key: entry.key, schemaPath: "credentials.*",
                                         mapPrefix: "credentials.\(entry.key).", table: ConfigKeys.main) else { continue }
             m.record(into: &config.sourceMap)
-            let location = section.reader.location(entry.keyNode)
+            let location = entries.reader.location(entry.keyNode)
             if config.spotify.sessions[entry.key] != nil {
-                section.reader.bag.error(location, "credential `\(entry.key)` is also a `spotify.sessions` entry, which is listed among the credentials by that name: rename one of them")
+                entries.reader.bag.error(location, "credential `\(entry.key)` is also a `spotify.sessions` entry, which is listed among the credentials by that name: rename one of them")
                 continue
             }
             guard m.has("kind") else {
-                section.reader.bag.error(location, "credential `\(entry.key)` needs `kind`: `static` (a fixed secret) or `oauth2` (a token from a token endpoint)")
+                entries.reader.bag.error(location, "credential `\(entry.key)` needs `kind`: `static` (a fixed secret) or `oauth2` (a token from a token endpoint)")
                 continue
             }
             switch m.choice("kind", Kind.self) {
