@@ -19,6 +19,8 @@ struct HostDocument: Encodable {
     var pins: [PinDocument]
     var timelineWarning: String?
     var probe: ProbeDocument
+    /// Which credential requests carry (names, never values); nil without `auth:`.
+    var auth: AuthDocument?
 
     init(policy: HostPolicy, now: Date, horizon: Duration, probe: ProbeStatus?) {
         match = policy.metricLabel
@@ -32,6 +34,7 @@ struct HostDocument: Encodable {
         pins = policy.pins?.pins.map { PinDocument(pin: $0, now: now) } ?? []
         timelineWarning = policy.pins.flatMap { Self.timelineWarning($0, now: now, horizon: horizon) }
         self.probe = ProbeDocument(probe)
+        auth = policy.auth.map(AuthDocument.init)
     }
 
     /// The first moment within the horizon the policy loses its backup pin or
@@ -64,10 +67,12 @@ struct HostDocument: Encodable {
         try c.encode(pins, forKey: .pins)
         try c.encode(timelineWarning, forKey: .timelineWarning)
         try c.encode(probe, forKey: .probe)
+        // Only for a policy with `auth:` (docs/contract.md §5).
+        try c.encodeIfPresent(auth, forKey: .auth)
     }
 
     enum CodingKeys: String, CodingKey {
-        case match, action, file, digest, upstream, tls, enforcement, pins, probe
+        case match, action, file, digest, upstream, tls, enforcement, pins, probe, auth
         case upgradeToTLS = "upgrade_to_tls"
         case timelineWarning = "timeline_warning"
     }
@@ -252,5 +257,41 @@ struct ProbeDocument: Encodable {
     enum CodingKeys: String, CodingKey {
         case success, at, verdict, error, detail
         case leafNotAfter = "leaf_not_after"
+    }
+}
+
+/// `auth`: the credential a request gets (or one per client identity), the
+/// header and its format, and when it is withheld. Names only.
+struct AuthDocument: Encodable {
+    var credential: String?
+    var byClient: [String: String]?
+    var fallback: String?
+    var require: Bool?
+    var header: String
+    var format: String
+    var replaceClientAuth: Bool
+    var attachUnpinned: Bool
+
+    init(_ auth: AuthPolicy) {
+        switch auth.choice {
+        case .named(let name):
+            credential = name
+        case .byClient(let map, let fallback, let require):
+            byClient = map
+            self.fallback = fallback ?? "none"
+            self.require = require
+        }
+        header = auth.header
+        format = auth.format
+        replaceClientAuth = auth.replaceClientAuth
+        attachUnpinned = auth.attachUnpinned
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case credential, header, format, require
+        case byClient = "by_client"
+        case fallback = "default"
+        case replaceClientAuth = "replace_client_auth"
+        case attachUnpinned = "attach_unpinned"
     }
 }

@@ -72,19 +72,19 @@ extension MetricFamily {
         name: "bytes_total", help: "Payload bytes relayed; up is client to upstream.",
         labels: ["host", "direction"])
     static let tokenRefreshes = MetricFamily(
-        name: "token_refreshes_total", help: "Spotify token refresh attempts, by outcome.",
-        labels: ["session", "result"])
+        name: "token_refreshes_total", help: "Token refresh attempts of an OAuth2 credential (a Spotify session or a credentials entry), by outcome.",
+        labels: ["session", "credential", "result"])
     static let tokenExpiry = MetricFamily(
         name: "token_expiry_timestamp_seconds", help: "When the cached access token of a session expires.",
-        labels: ["session"])
+        labels: ["session", "credential"])
     static let refreshTokenStoreFailures = MetricFamily(
         name: "refresh_token_store_failures_total",
         help: "Rotated Spotify refresh tokens that could not be written to their file (kept in memory).",
-        labels: ["session"])
+        labels: ["session", "credential"])
     static let refreshTokenIssued = MetricFamily(
         name: "refresh_token_issued_timestamp_seconds",
         help: "When the stored refresh token of a session was issued (consent or last rotation).",
-        labels: ["session"])
+        labels: ["session", "credential"])
     static let storeUp = MetricFamily(
         name: "store_up", help: "1 when the session store shared by the replicas answers, 0 when it cannot be reached.",
         labels: [])

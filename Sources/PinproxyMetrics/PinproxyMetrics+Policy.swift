@@ -34,7 +34,7 @@ extension PinproxyMetrics {
         }
         for session in sessions {
             for result in TokenRefreshResult.allCases {
-                counter(.tokenRefreshes, session, result.rawValue).increment(by: Int64(0))
+                counter(.tokenRefreshes, session, session, result.rawValue).increment(by: Int64(0))
             }
         }
     }
@@ -54,7 +54,7 @@ extension PinproxyMetrics {
     /// last successful load, and removes the host gauges of policies the
     /// snapshot no longer has.
     public func prepare(_ snapshot: PolicySnapshot, now: Date) {
-        prepare(hosts: snapshot.policies, sessions: snapshot.config.spotify.sessions.keys.sorted())
+        prepare(hosts: snapshot.policies, sessions: snapshot.config.tokenSessions.keys.sorted())
         if snapshot.defaultAction == .tunnel {
             prepareTraffic(HostLabel.unmatched.value)
         }

@@ -1,22 +1,24 @@
 import Foundation
 
-/// Spotify sessions and the token swap backend. Session names come from the
-/// configuration; token values never reach a metric.
+/// Token sessions and the token swap backend. Session names come from the
+/// configuration; token values never reach a metric. `credential` repeats
+/// `session` (the credential's configured name, issue 31) so that a
+/// dashboard can speak of credentials while older ones keep `session`.
 extension PinproxyMetrics {
     /// One token endpoint call for `session`.
     public func tokenRefresh(session: String, result: TokenRefreshResult) {
-        counter(.tokenRefreshes, session, result.rawValue).increment()
+        counter(.tokenRefreshes, session, session, result.rawValue).increment()
     }
 
     /// When the access token now cached for `session` expires.
     public func tokenExpiry(session: String, at expiry: Date) {
-        gauge(.tokenExpiry, session).set(to: Self.seconds(expiry))
+        gauge(.tokenExpiry, session, session).set(to: Self.seconds(expiry))
     }
 
     /// When the stored refresh token of `session` was issued (the user's
     /// consent, or the last rotation): refresh tokens expire six months later.
     public func refreshTokenIssued(session: String, at issued: Date) {
-        gauge(.refreshTokenIssued, session).set(to: Self.seconds(issued))
+        gauge(.refreshTokenIssued, session, session).set(to: Self.seconds(issued))
     }
 
     /// Whether the session store shared by the replicas answers (docs/contract.md §12).
@@ -26,7 +28,7 @@ extension PinproxyMetrics {
 
     /// A rotated refresh token of `session` that could not be written to its file.
     public func refreshTokenStoreFailed(session: String) {
-        counter(.refreshTokenStoreFailures, session).increment()
+        counter(.refreshTokenStoreFailures, session, session).increment()
     }
 
     /// One `POST /swap` or `POST /refresh` of the token swap backend.

@@ -41,32 +41,47 @@ struct SessionCredentials: Sendable {
         case .success(let value): secret = value
         case .failure(let problem): return .failure(problem)
         }
-        let basicAuth = secret.map { (user: config.clientID, password: $0) }
+        // RFC 6749 §2.3.1: Basic (the preset's way) or the id and secret in the body.
+        let basicAuth = config.clientAuth == .basic ? secret.map { (user: config.clientID, password: $0) } : nil
+        var clientForm: [(String, String)] = []
+        if basicAuth == nil {
+            // PKCE clients have no secret: they name themselves in the body (docs/contract.md §7).
+            clientForm.append(("client_id", config.clientID))
+            if let secret { clientForm.append(("client_secret", secret)) }
+        }
         switch config.flow {
         case .clientCredentials:
-            guard let basicAuth else { return .failure(.secret("flow client_credentials needs a client secret")) }
-            return .success(Request(form: [("grant_type", "client_credentials")], basicAuth: basicAuth,
-                                    refreshTokenFileModifiedAt: nil))
+            guard secret != nil else { return .failure(.secret("flow client_credentials needs a client secret")) }
+            return .success(Request(form: [("grant_type", "client_credentials")] + clientForm + parameters,
+                                    basicAuth: basicAuth, refreshTokenFileModifiedAt: nil))
         case .refreshToken:
             if let override {
-                var form = [("grant_type", "refresh_token"), ("refresh_token", override.reveal())]
-                if basicAuth == nil { form.append(("client_id", config.clientID)) }
+                let form = [("grant_type", "refresh_token"), ("refresh_token", override.reveal())] + clientForm + parameters
                 return .success(Request(form: form, basicAuth: basicAuth, refreshTokenFileModifiedAt: nil))
             }
             guard let store else { return .failure(.noRefreshToken("no refresh_token_file configured")) }
             let loaded: RefreshTokenStore.Loaded
             switch store.load() {
             case .success(let value): loaded = value
-            case .failure(.missing): return .failure(.noRefreshToken("no refresh token stored in \(store.path); run `pinproxy spotify login \(config.name)`"))
-            case .failure(.empty): return .failure(.noRefreshToken("refresh token file \(store.path) is empty; run `pinproxy spotify login \(config.name)`"))
+            case .failure(.missing): return .failure(.noRefreshToken("no refresh token stored in \(store.path); \(config.reauthorizeHint)"))
+            case .failure(.empty): return .failure(.noRefreshToken("refresh token file \(store.path) is empty; \(config.reauthorizeHint)"))
             case .failure(.unreadable(let reason)): return .failure(.noRefreshToken("refresh token file unreadable: \(reason)"))
             }
-            var form = [("grant_type", "refresh_token"), ("refresh_token", loaded.token.reveal())]
-            // PKCE clients have no secret: they name themselves in the body (docs/contract.md §7).
-            if basicAuth == nil { form.append(("client_id", config.clientID)) }
+            let form = [("grant_type", "refresh_token"), ("refresh_token", loaded.token.reveal())] + clientForm + parameters
             return .success(Request(form: form, basicAuth: basicAuth,
                                     refreshTokenFileModifiedAt: loaded.readFromFileModifiedAt))
         }
+    }
+
+    /// `scope`, `audience`, `resource` and `extra`, in that order: the
+    /// provider's own parameters, sent with every grant.
+    private var parameters: [(String, String)] {
+        var form: [(String, String)] = []
+        if let scope = config.scope { form.append(("scope", scope)) }
+        if let audience = config.audience { form.append(("audience", audience)) }
+        if let resource = config.resource { form.append(("resource", resource)) }
+        for parameter in config.extraParameters { form.append((parameter.name, parameter.value)) }
+        return form
     }
 
     /// Identifies the credentials as the files hold them now, so a session

@@ -84,7 +84,7 @@ extension TokenSession {
                          metadata: ["status": "\(status)"])
             fault(.misconfigured(reason: "invalid_client"), .invalidClient, fingerprint: fingerprint, periodic: true, result: .invalidClient)
         case .invalidGrant:
-            logger.error("the accounts service refused the refresh token (invalid_grant): run `pinproxy spotify login \(name)`; the stored token is kept",
+            logger.error("the accounts service refused the refresh token (invalid_grant): \(config.reauthorizeHint); the stored token is kept",
                          metadata: ["status": "\(status)"])
             // With a store, a login elsewhere changes no file here: look again once a minute.
             fault(.needsReauthorization(reason: "invalid_grant"), .needsReauthorization(reason: "invalid_grant"),

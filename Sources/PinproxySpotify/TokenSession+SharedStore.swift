@@ -119,7 +119,7 @@ extension TokenSession {
         case .credentials(let problem):
             credentialProblem(problem, fingerprint: fingerprint)
         case .needsLogin:
-            let reason = "no usable refresh token in the session store; run `pinproxy spotify login \(name)`"
+            let reason = "no usable refresh token in the session store; \(config.reauthorizeHint)"
             logger.error("Spotify session cannot refresh: \(reason)")
             // Periodic: a login on another machine writes the store, not a file this replica could watch.
             fault(.needsReauthorization(reason: "no refresh token in the store"), .needsReauthorization(reason: reason),

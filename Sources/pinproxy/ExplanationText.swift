@@ -77,7 +77,15 @@ enum ExplanationText {
 
     static func tokenLine(_ spec: HostPolicySpec) -> String {
         guard let auth = spec.auth else { return "none: no auth in the policy" }
-        var text = "Spotify session \(auth.spotifySession)"
+        var text: String
+        switch auth.choice {
+        case .named(let name):
+            text = "credential \(name)"
+        case .byClient(let map, let fallback, let require):
+            let pairs = map.sorted { $0.key < $1.key }.map { "\($0.key) → \($0.value)" }.joined(separator: ", ")
+            text = "by client: \(pairs); other clients: \(fallback ?? (require ? "refused 403 client_denied" : "none"))"
+        }
+        text += " into \(auth.header) as \"\(auth.format)\""
         text += auth.replaceClientAuth ? ", the client's own Authorization removed" : ", replace_client_auth off"
         text += auth.attachUnpinned ? "; attached even when no pin vouched for the chain" : "; attached only after a pin match (or a mismatch inside the transition window), never to TRACE"
         return text

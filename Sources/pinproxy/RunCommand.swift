@@ -115,12 +115,12 @@ struct RunCommand: AsyncParsableCommand {
         }
         // Spotify sessions: their token requests go through the proxy's own path.
         let sessions = SessionTokenProvider(
-            config: settings.spotify, events: .metrics(metrics), logger: Logger(label: "pinproxy.spotify"), shared: sessionStore,
-            endpoint: { spotify in ProxiedTokenEndpoint(proxy: proxy, accounts: spotify.accounts, timeout: spotify.tokenTimeout) })
+            config: settings.spotify, credentials: settings.credentials, events: .metrics(metrics), logger: Logger(label: "pinproxy.spotify"),
+            shared: sessionStore, endpoint: { spotify, session in ProxiedTokenEndpoint.of(session, spotify: spotify, proxy: proxy) })
         proxy.setTokenProvider(sessions)
         store.addObserver { event in
             if case .success = event.outcome {
-                sessions.update(event.current.config.spotify)
+                sessions.update(event.current.config.spotify, credentials: event.current.config.credentials)
                 sessions.prefetchAll()
             }
         }

@@ -21,7 +21,9 @@ public final class ProxyHarness: @unchecked Sendable {
     /// Writes `etc/pinproxy.yaml` (listeners on port 0 unless `mainConfig` says
     /// otherwise) and `etc/policies/test.yaml`, then starts the proxy.
     /// `launcher`: a command that execs the proxy (`prlimit --nofile=…`).
-    public init(policies: String, mainConfig: String = "", directory: TemporaryDirectory? = nil, launcher: [String] = []) throws {
+    /// `environment`: variables added to the test's own (for `${VAR}` in the config).
+    public init(policies: String, mainConfig: String = "", directory: TemporaryDirectory? = nil, launcher: [String] = [],
+                environment: [String: String] = [:]) throws {
         let dir = try directory ?? TemporaryDirectory("pinproxy-e2e")
         self.directory = dir
         var main = mainConfig
@@ -32,7 +34,9 @@ public final class ProxyHarness: @unchecked Sendable {
         try dir.write("etc/pinproxy.yaml", main)
         try dir.write("etc/policies/test.yaml", policies)
         let command = launcher + [PinproxyBinary.path, "run", "--config", dir.file("etc/pinproxy.yaml")]
-        process = try ChildProcess(command[0], Array(command.dropFirst()), directory: dir, name: "pinproxy", currentDirectory: dir.path)
+        process = try ChildProcess(command[0], Array(command.dropFirst()), directory: dir, name: "pinproxy",
+                                   environment: environment.isEmpty ? nil : ProcessInfo.processInfo.environment.merging(environment) { $1 },
+                                   currentDirectory: dir.path)
         port = try Self.listeningPort("proxy listening", in: process, timeout: 20)
     }
 

@@ -7,7 +7,8 @@
 public enum ConfigKeys {
     /// The main file (`etc/pinproxy.yaml`).
     public static let main: [String: [String]] = [
-        "": ["listen", "admin", "ca", "policies", "default_action", "concurrency", "clients", "network", "limits", "spotify", "log", "http2"],
+        "": ["listen", "admin", "ca", "policies", "default_action", "concurrency", "clients", "network", "limits", "spotify", "log", "http2",
+             "credentials"],
         "admin": ["listen", "hosts"],
         "ca": ["cert", "key", "chain"],
         "clients": ["allow", "identities", "require_identity"],
@@ -22,6 +23,11 @@ public enum ConfigKeys {
         "spotify.swap": ["listen", "session", "redirect_uri", "key_file", "key", "legacy_secret_file"],
         "spotify.store": ["postgres", "password_file", "password", "tls", "key_file"],
         "log": ["level", "format"],
+        // One table for both kinds; `CredentialsConfigReader` refuses the keys the entry's `kind` does not take.
+        "credentials.*": [
+            "kind", "value", "value_file", "token_url", "grant", "client_id", "client_secret", "client_secret_file",
+            "client_auth", "scope", "audience", "resource", "extra", "refresh_token_file", "refresh_before",
+        ],
     ]
 
     /// A policy file (`etc/policies/*.yaml`).
@@ -31,8 +37,9 @@ public enum ConfigKeys {
             "match", "action", "upstream", "upgrade_to_tls", "tls", "pins", "auth", "headers",
             "connect_timeout", "handshake_timeout", "response_timeout", "retries",
             "max_upstream_connections", "queue_timeout", "probe_interval", "clients", "upstream_proxy", "upstream_protocol",
-            "websocket", "ports",
+            "websocket", "ports", "rate_limit",
         ],
+        "hosts[].rate_limit": ["requests_per_second", "burst", "per"],
         "hosts[].tls": [
             "min_version", "allow_legacy_tls", "max_version", "ciphers", "ciphersuites", "ca_file",
             "client_cert", "client_key",
@@ -41,7 +48,10 @@ public enum ConfigKeys {
         "hosts[].pins.spki_sha256[]": ["pin", "not_before", "not_after", "note"],
         "hosts[].pins.cert_sha256[]": ["pin", "not_before", "not_after", "note"],
         "hosts[].pins.transition": ["from", "until"],
-        "hosts[].auth": ["spotify", "replace_client_auth", "attach_unpinned"],
+        "hosts[].auth": [
+            "spotify", "credential", "header", "format", "by_client", "default", "require", "replace_client_auth",
+            "attach_unpinned",
+        ],
         "hosts[].headers": ["set", "remove"],
     ]
 }

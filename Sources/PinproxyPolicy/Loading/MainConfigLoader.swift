@@ -63,6 +63,11 @@ struct MainConfigLoader {
         if let spotify = top.child("spotify", table: table) {
             SpotifyConfigReader().read(spotify, into: &config)
         }
+        // After `spotify:`: a credential may not reuse a session's name, and may use its store.
+        if let node = top.node("credentials"),
+           let credentials = MappingReader(node, reader: top.reader, key: "credentials", schemaPath: "credentials", mapPrefix: "credentials.", known: nil) {
+            CredentialsConfigReader().read(credentials, into: &config)
+        }
         if let log = top.child("log", table: table) {
             log.record(into: &config.sourceMap)
             if let v = log.choice("level", Logger.Level.self) { config.log.level = v }

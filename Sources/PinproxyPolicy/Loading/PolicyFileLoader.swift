@@ -87,6 +87,8 @@ private struct HostPolicyReader {
         let pins = readPins(&map)
         let auth = readAuth(&map)
         let headers = readHeaders(&map)
+        var rateLimit: RateLimitPolicy?
+        if let limit = entry.child("rate_limit", table: table) { rateLimit = RateLimitReader().read(limit, into: &map) }
         var spec = HostPolicySpec(
             match: pattern ?? (try! HostPattern(parsing: "invalid.invalid")),
             action: action ?? .intercept,
@@ -110,6 +112,7 @@ private struct HostPolicyReader {
         spec.clients = readClients()
         spec.upstreamProxy = readUpstreamProxy()
         spec.ports = entry.ports("ports")
+        spec.rateLimit = rateLimit
         if spec.ports != nil, spec.action == .deny {
             bag.warning(entry.keyLocation("ports"), "`ports` has no effect on a policy with `action: deny`: every port of the host is refused")
         }
@@ -242,15 +245,7 @@ private struct HostPolicyReader {
 
     private func readAuth(_ map: inout SourceMap) -> AuthPolicy? {
         guard let m = entry.child("auth", table: table) else { return nil }
-        m.record(into: &map)
-        guard m.has("spotify") else {
-            bag.error(m.location, "`auth` needs `spotify` (the name of a session under `spotify.sessions`)")
-            return nil
-        }
-        let replace = m.bool("replace_client_auth") ?? true
-        let attach = m.bool("attach_unpinned") ?? false
-        guard let session = m.nonEmptyString("spotify") else { return nil }
-        return AuthPolicy(spotifySession: session, replaceClientAuth: replace, attachUnpinned: attach)
+        return AuthPolicyReader().read(m, into: &map)
     }
 
     private func readHeaders(_ map: inout SourceMap) -> HeaderRules {

@@ -49,7 +49,7 @@ struct SpotifyConfigReader {
         }
     }
 
-    private func secret(_ m: MappingReader, inline: String, file: String) -> SecretSource?? {
+    func secret(_ m: MappingReader, inline: String, file: String) -> SecretSource?? {
         let bag = m.reader.bag
         if m.has(inline), m.has(file) {
             bag.error(m.keyLocation(file), "give either `\(inline)` or `\(file)`, not both")

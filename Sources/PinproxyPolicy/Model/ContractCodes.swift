@@ -24,6 +24,10 @@ public enum RefusalCode: String, Sendable, Hashable, CaseIterable {
     case tokenUnavailable = "token_unavailable"
     /// A WebSocket upgrade to a host whose policy says `websocket: deny` (docs/contract.md §11).
     case upgradeDenied = "upgrade_denied"
+    /// 429: the upstream answered 429 with `Retry-After` to this credential and host; the window is open (docs/contract.md §4).
+    case upstreamThrottled = "upstream_throttled"
+    /// 429: the policy's `rate_limit` is spent for now (docs/contract.md §4).
+    case rateLimited = "rate_limited"
 }
 
 /// How one upstream connection attempt ended (`upstream_handshakes_total{result}`).
@@ -50,7 +54,7 @@ public enum UpstreamHandshakeResult: String, Sendable, Hashable, CaseIterable {
         case .tlsHandshake: self = .tlsHandshake
         case .upstreamTimeout, .queueTimeout: self = .timeout
         case .ssrfBlocked, .connectFailed, .hostDenied, .portDenied, .clientDenied, .proxyAuthRequired: self = .connectFailed
-        case .badRequest, .hostMismatch, .tokenUnavailable, .upgradeDenied: self = .tlsHandshake
+        case .badRequest, .hostMismatch, .tokenUnavailable, .upgradeDenied, .upstreamThrottled, .rateLimited: self = .tlsHandshake
         }
     }
 }

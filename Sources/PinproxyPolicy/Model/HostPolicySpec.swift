@@ -1,3 +1,4 @@
+import Foundation
 import PinproxyTLS
 
 /// One entry of a policy file's `hosts:` list, as written, defaults applied
@@ -71,6 +72,8 @@ public struct HostPolicySpec: Sendable, Hashable {
     /// `ports:`: the ports a client may ask for, in a CONNECT or an
     /// absolute-form URL alike; nil: the defaults (`allowedPorts(for:)`).
     public var ports: [Int]? = nil
+    /// `rate_limit:`: requests answered 429 `rate_limited` beyond it; nil: no limit.
+    public var rateLimit: RateLimitPolicy? = nil
     /// The policy file, absolute.
     public var file: String
     public var sourceMap: SourceMap
@@ -99,14 +102,82 @@ public struct TLSPolicy: Sendable, Hashable {
         ciphers: nil, ciphersuites: nil, caFile: nil, clientCertificate: nil, clientKey: nil)
 }
 
-/// `auth:`: which session's bearer token to attach, and when.
+/// `auth:`: which credential to inject, into which header, and when
+/// (docs/contract.md §3 `auth`). `auth: {spotify: NAME}` is a spelling of
+/// `auth: {credential: NAME}`.
 public struct AuthPolicy: Sendable, Hashable {
-    /// A name under `spotify.sessions`.
-    public var spotifySession: String
-    /// Remove a client-sent `Authorization`, so the proxy never forwards a mix.
+    /// Which credential a request carries.
+    public enum Choice: Sendable, Hashable {
+        /// `credential:` (or `spotify:`): one credential for every client.
+        case named(String)
+        /// `by_client:`: by the client's identity; `fallback` for a client not
+        /// mapped (nil: none); `require`: such a client is refused 403 `client_denied`.
+        case byClient([String: String], fallback: String?, require: Bool)
+    }
+
+    /// What a client's request gets under this policy.
+    public enum Resolution: Sendable, Hashable {
+        case credential(String)
+        /// No credential: the request goes without one.
+        case none
+        /// `require: true` and no credential for this client.
+        case denied
+    }
+
+    public var choice: Choice
+    /// The header the credential goes into (`Authorization` unless `header:` says otherwise).
+    public var header: String
+    /// The header's value, `{token}` replaced by the credential (`Bearer {token}` unless `format:` says otherwise).
+    public var format: String
+    /// Remove a client-sent value of `header`, so the proxy never forwards a mix.
     public var replaceClientAuth: Bool
     /// Attach also after a report-mode mismatch or with no active pins.
     public var attachUnpinned: Bool
+
+    public init(choice: Choice, header: String = "Authorization", format: String = "Bearer {token}",
+                replaceClientAuth: Bool = true, attachUnpinned: Bool = false) {
+        self.choice = choice
+        self.header = header
+        self.format = format
+        self.replaceClientAuth = replaceClientAuth
+        self.attachUnpinned = attachUnpinned
+    }
+
+    /// `auth: {spotify: NAME}` as it always was.
+    public init(spotifySession: String, replaceClientAuth: Bool, attachUnpinned: Bool) {
+        self.init(choice: .named(spotifySession), replaceClientAuth: replaceClientAuth, attachUnpinned: attachUnpinned)
+    }
+
+    /// The one credential every client gets, or "" under `by_client` (kept for code that predates `credential:`).
+    public var spotifySession: String {
+        if case .named(let name) = choice { return name }
+        return ""
+    }
+
+    /// The credential for a client with `identity` (nil: anonymous).
+    public func resolve(identity: String?) -> Resolution {
+        switch choice {
+        case .named(let name):
+            return .credential(name)
+        case .byClient(let map, let fallback, let require):
+            if let identity, let name = map[identity] { return .credential(name) }
+            if let fallback { return .credential(fallback) }
+            return require ? .denied : .none
+        }
+    }
+
+    /// Every credential name the policy may inject, sorted.
+    public var credentialNames: [String] {
+        switch choice {
+        case .named(let name): return [name]
+        case .byClient(let map, let fallback, _): return Set(map.values).union(fallback.map { [$0] } ?? []).sorted()
+        }
+    }
+
+    /// The header value for `token`.
+    public func headerValue(token: String) -> String {
+        format.replacingOccurrences(of: "{token}", with: token)
+    }
 }
 
 /// `headers:`: applied to every request inside an intercepted session.

@@ -25,6 +25,8 @@ public struct PinproxyConfig: Sendable {
     /// (Envoy's `--concurrency`, Squid's `workers`).
     public var concurrency: Int
     public var spotify: SpotifyConfig
+    /// `credentials:`: static secrets and OAuth2 clients policies inject (docs/contract.md §3).
+    public var credentials: CredentialsConfig = .none
     public var log: Log
     /// Offer HTTP/2 to apps on intercepted sessions (ALPN `h2, http/1.1`);
     /// false offers only `http/1.1` (docs/contract.md §11).

@@ -37,10 +37,34 @@ public enum SecretSource: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
+/// An OAuth2 client's token session: a `spotify.sessions` entry (the
+/// Spotify preset: Spotify's token URL, Basic client auth) or a
+/// `credentials:` entry of `kind: oauth2` (docs/contract.md §3).
+public typealias OAuth2Credential = SpotifySession
+
 public struct SpotifySession: Sendable, Hashable {
     public enum Flow: String, Sendable, Hashable, CaseIterable {
         case clientCredentials = "client_credentials"
         case refreshToken = "refresh_token"
+    }
+
+    /// How the client authenticates to the token endpoint (RFC 6749 §2.3.1).
+    public enum ClientAuth: String, Sendable, Hashable, CaseIterable {
+        /// HTTP Basic with the form-encoded id and secret.
+        case basic
+        /// `client_id` and `client_secret` in the form body.
+        case post
+    }
+
+    /// One extra form parameter sent with every token request.
+    public struct FormParameter: Sendable, Hashable {
+        public var name: String
+        public var value: String
+
+        public init(name: String, value: String) {
+            self.name = name
+            self.value = value
+        }
     }
 
     public var name: String
@@ -56,6 +80,22 @@ public struct SpotifySession: Sendable, Hashable {
     public var redirectURI: String?
     /// The session's name under `spotify.sessions`.
     public var location: SourceLocation
+    /// `credentials.*.token_url`; nil: `spotify.accounts` + `/api/token` (the preset).
+    public var tokenURL: String? = nil
+    public var clientAuth: ClientAuth = .basic
+    /// `scope`, `audience` and `resource` (RFC 8707), sent when given.
+    public var scope: String? = nil
+    public var audience: String? = nil
+    public var resource: String? = nil
+    /// `extra`: more form parameters, in name order.
+    public var extraParameters: [FormParameter] = []
+    /// What an operator does after `invalid_grant`, for messages: the
+    /// Spotify preset has a login command; a generic provider's token is
+    /// obtained however that provider says.
+    public var reauthorizeHint: String {
+        tokenURL == nil ? "run `pinproxy spotify login \(name)`"
+            : "store a new refresh token for `\(name)` in its refresh_token_file"
+    }
 
     /// For code that builds a session without a file (tests, `spotify login`).
     public init(name: String, flow: Flow, clientID: String, clientSecret: SecretSource?, refreshTokenFile: String?,

@@ -13,7 +13,7 @@ struct PolicyCompiler {
         let trustStores = TrustStoreCache()
         return specs.compactMap { spec in
             guard let context = buildContext(spec, trustStores: trustStores, into: bag) else { return nil }
-            let session = spec.auth.flatMap { config.spotify.sessions[$0.spotifySession] }
+            let session = spec.auth.flatMap { config.tokenSessions[$0.spotifySession] }
             return HostPolicy(spec: spec, tlsContext: context, spotifySession: session)
         }
     }

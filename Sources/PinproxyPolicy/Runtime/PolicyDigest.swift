@@ -43,9 +43,16 @@ enum PolicyDigest {
         }
         if let auth = s.auth {
             put("auth", "\(auth.spotifySession)|\(auth.replaceClientAuth)|\(auth.attachUnpinned)")
+            // Only what `credential:` adds, so the digests of older policies stay as they were.
+            if auth.header != "Authorization" || auth.format != "Bearer {token}" { put("auth.header", "\(auth.header)|\(auth.format)") }
+            if case .byClient(let map, let fallback, let require) = auth.choice {
+                for (identity, name) in map.sorted(by: { $0.key < $1.key }) { put("auth.by_client", "\(identity)=\(name)") }
+                put("auth.default", "\(fallback ?? "none")|\(require)")
+            }
         } else {
             put("auth", nil)
         }
+        if let limit = s.rateLimit { put("rate_limit", "\(limit.requestsPerSecond)|\(limit.burst)|\(limit.per.rawValue)") }
         for field in s.headers.set { put("headers.set", "\(field.name):\(field.value)") }
         put("headers.remove", s.headers.remove.joined(separator: ","))
         put("connect_timeout", DurationText.format(s.connectTimeout))

@@ -30,9 +30,7 @@ struct PolicyValidator {
 
     private func validateAuth(_ spec: HostPolicySpec, into bag: DiagnosticBag) {
         guard let auth = spec.auth else { return }
-        if config.spotify.sessions[auth.spotifySession] == nil {
-            bag.error(spec.sourceMap["auth.spotify"], unknownSessionMessage(auth.spotifySession, known: Array(config.spotify.sessions.keys)))
-        }
+        CredentialNames(config: config).validate(auth, spec.sourceMap, into: bag)
         if spec.action != .intercept {
             bag.warning(spec.sourceMap["auth"], "`auth` has no effect with `action: \(spec.action.rawValue)`: only intercepted requests carry tokens")
         } else if spec.pins == nil, !auth.attachUnpinned {

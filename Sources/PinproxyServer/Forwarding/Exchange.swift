@@ -56,6 +56,8 @@ final class Exchange {
     var replayedAfter401 = false
     /// The token attached (its session and generation), for a 401's invalidation.
     var token: (session: String, generation: Int)?
+    /// Where the token goes (`auth.header`, `auth.format`).
+    var tokenPlacement: (header: String, format: String)?
 
     var pinVerdict: PinVerdict?
     var upstreamAddress: String?

@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import NIOHTTP1
 import PinproxyPolicy
@@ -11,11 +12,13 @@ extension ExchangeStateMachine {
     enum Authorization: Equatable {
         /// The policy attaches no token: the head goes up as routed.
         case untouched
-        /// No token (the pins do not permit it, or TRACE); the app's own
-        /// header goes too when `replace_client_auth` says so.
-        case withheld(removeClientAuthorization: Bool)
-        /// Fetch the session's token, attach it in place of the app's header.
-        case attach(session: String)
+        /// No token (the pins do not permit it, TRACE, or no credential for
+        /// this client); the app's own `header` goes too when `replace_client_auth` says so.
+        case withheld(removeClientAuthorization: Bool, header: String = "Authorization")
+        /// Fetch the credential's token, put it into `header` as `format` says, in place of the app's.
+        case attach(session: String, header: String = "Authorization", format: String = "Bearer {token}")
+        /// `by_client` with `require: true`, and no credential for this client: 403 `client_denied`.
+        case denied(detail: String)
     }
 
     /// The pool or a dial gave a connection for the exchange being acquired.
@@ -31,14 +34,18 @@ extension ExchangeStateMachine {
         switch authorization {
         case .untouched:
             break
-        case .withheld(let remove):
-            if remove { exchange.route!.upstreamHead.headers.remove(name: "Authorization") }
-        case .attach(let session):
+        case .withheld(let remove, let header):
+            if remove { exchange.route!.upstreamHead.headers.remove(name: header) }
+        case .attach(let session, let header, let format):
             // Never a mix of the app's credentials and pinproxy's.
-            exchange.route!.upstreamHead.headers.remove(name: "Authorization")
+            exchange.route!.upstreamHead.headers.remove(name: header)
             exchange.token = (session, -1)
+            exchange.tokenPlacement = (header, format)
             state = .authorizing(exchange, upstream)
             return .fetchToken(session: session, holding: upstream)
+        case .denied(let detail):
+            // Nothing was written on the connection: it goes back to the pool as it is.
+            return refuse(exchange, ProxyError(.clientDenied, host: exchange.host, detail: detail), release: upstream, reusable: true)
         }
         return send(exchange, on: upstream, now: now)
     }
@@ -56,15 +63,21 @@ extension ExchangeStateMachine {
         guard case .authorizing(let exchange, let held) = state, held === upstream, exchange.route != nil,
               let session = exchange.token?.session else { return .none }
         state = .modifying
-        exchange.route!.upstreamHead.headers.replaceOrAdd(name: "Authorization", value: "Bearer \(token)")
+        let placement = exchange.tokenPlacement ?? ("Authorization", "Bearer {token}")
+        exchange.route!.upstreamHead.headers.replaceOrAdd(name: placement.header, value: placement.format.replacingOccurrences(of: "{token}", with: token))
         exchange.token = (session, generation)
         return send(exchange, on: upstream, now: now)
     }
 
     mutating func tokenFailed(_ detail: String, for upstream: Upstream) -> Action {
+        guard case .authorizing(let exchange, _) = state else { return .none }
+        return tokenRefused(ProxyError(.tokenUnavailable, host: exchange.host, detail: detail), for: upstream)
+    }
+
+    /// No token goes up: unavailable, or the upstream's 429 window for this credential is still open.
+    mutating func tokenRefused(_ refusal: ProxyError, for upstream: Upstream) -> Action {
         guard case .authorizing(let exchange, let held) = state, held === upstream else { return .none }
         state = .modifying
-        let refusal = ProxyError(.tokenUnavailable, host: exchange.host, detail: detail)
         // Nothing was written on the connection: it goes back to the pool as it is.
         return refuse(exchange, refusal, release: upstream, reusable: true)
     }

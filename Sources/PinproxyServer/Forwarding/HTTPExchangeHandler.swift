@@ -23,7 +23,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     let clientAddress: String
     let headTimer: RequestHeadTimer
     let limits: PinproxyConfig.Limits
-    private var machine: Machine
+    var machine: Machine
     private var context: ChannelHandlerContext?
     private var sweeper: DeadlineSweeper?
     /// The server name the app sent in its TLS hello (intercepted sessions), for the log.
@@ -31,7 +31,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     /// The app's handshake with pinproxy succeeded: a later TLS error is no failed handshake.
     var clientHandshakeDone = false
     /// The identity of the request routed last, for the `client` label of its refusal.
-    private var currentIdentity: String?
+    var currentIdentity: String?
     /// Parts read while a credential is checked off the event loop (absolute-form,
     /// not cached): no further read is asked for, and they are replayed after routing.
     private var heldForAuthentication: [HTTPServerRequestPart]?
@@ -163,7 +163,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
 
     // MARK: Carrying out actions
 
-    private func execute(_ action: Machine.Action, context: ChannelHandlerContext) {
+    func execute(_ action: Machine.Action, context: ChannelHandlerContext) {
         switch action {
         case .none:
             break
@@ -210,6 +210,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         case .forwardEnd(let trailers, let upstream):
             upstream.write(.end(trailers))
         case .writeInformational(let head), .writeResponseHead(let head):
+            if head.status == .tooManyRequests { noteUpstreamThrottle(head) }
             context.write(wrapOutboundOut(.head(head)), promise: nil)
         case .writeResponseBody(let body):
             context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
@@ -329,7 +330,8 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             execute(machine.upstreamFailed(error), context: context)
         case .success(let (connection, reused)):
             let verdict = connection.pinEvaluation?.verdict
-            let decision = TokenAttachment.decide(policy: plan.policy, verdict: verdict, method: currentMethod ?? .GET, tls: plan.tls)
+            let decision = TokenAttachment.decide(policy: plan.policy, verdict: verdict, method: currentMethod ?? .GET, tls: plan.tls,
+                                                  identity: currentIdentity ?? interception?.identity)
             if let reason = decision.withheldBecause {
                 services.logger.warning("bearer token not attached", metadata: [
                     "host": "\(plan.host)", "policy": "\(plan.policy?.metricLabel ?? "_none")", "reason": "\(reason)",
@@ -348,27 +350,10 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         return nil
     }
 
-    private func fetchToken(_ session: String, holding upstream: UpstreamConnection, context: ChannelHandlerContext) {
-        guard let tokens = services.tokens.provider else {
-            execute(machine.tokenFailed("no token sessions are configured for \(session)", for: upstream), context: context)
-            return
-        }
-        context.eventLoop.makeFutureWithTask {
-            try await tokens.token(session: session)
-        }.assumeIsolated().whenComplete { result in
-            switch result {
-            case .success(let token):
-                self.execute(self.machine.tokenReady(token.reveal(), generation: token.generation, for: upstream, now: .now()), context: context)
-            case .failure(let error):
-                // The error says why (accounts down, misconfigured, needs re-authorisation), never a secret.
-                self.execute(self.machine.tokenFailed("no token for session \(session): \(error)", for: upstream), context: context)
-            }
-        }
-    }
-
     private func route(_ head: HTTPRequestHead, client: ClientStanding, context: ChannelHandlerContext) {
-        let decision = RequestRouter.route(head, interception: interception, snapshot: services.store.snapshot,
+        var decision = RequestRouter.route(head, interception: interception, snapshot: services.store.snapshot,
                                            maxHeadBytes: limits.maxHeaderBytes, client: client)
+        applyRateLimit(&decision)
         currentIdentity = decision.identity
         execute(machine.routed(head, decision, now: .now()), context: context)
     }

@@ -13,20 +13,31 @@ enum TokenAttachment {
         var withheldBecause: String?
     }
 
-    static func decide(policy: HostPolicy?, verdict: PinVerdict?, method: HTTPMethod, tls: Bool) -> Decision {
+    static func decide(policy: HostPolicy?, verdict: PinVerdict?, method: HTTPMethod, tls: Bool, identity: String? = nil) -> Decision {
         guard let auth = policy?.spec.auth else { return Decision(authorization: .untouched) }
+        let withheld = ExchangeStateMachine<UpstreamConnection>.Authorization.withheld(
+            removeClientAuthorization: auth.replaceClientAuth, header: auth.header)
+        let credential: String
+        switch auth.resolve(identity: identity) {
+        case .credential(let name):
+            credential = name
+        case .none:
+            // `by_client` maps no credential to this client and `default: none`: it goes without.
+            return Decision(authorization: withheld)
+        case .denied:
+            let who = identity.map { "client `\($0)`" } ?? "an anonymous client"
+            return Decision(authorization: .denied(detail: "the policy maps no credential to \(who) (`auth.by_client`, `require: true`)"))
+        }
         if method == .TRACE {
-            return Decision(authorization: .withheld(removeClientAuthorization: auth.replaceClientAuth),
-                            withheldBecause: "TRACE echoes the request")
+            return Decision(authorization: withheld, withheldBecause: "TRACE echoes the request")
         }
         guard tls else {
-            return Decision(authorization: .withheld(removeClientAuthorization: auth.replaceClientAuth),
-                            withheldBecause: "no TLS to the upstream")
+            return Decision(authorization: withheld, withheldBecause: "no TLS to the upstream")
         }
         guard let verdict, verdict.permitsTokenAttachment(attachUnpinned: auth.attachUnpinned) else {
-            return Decision(authorization: .withheld(removeClientAuthorization: auth.replaceClientAuth),
+            return Decision(authorization: withheld,
                             withheldBecause: "the upstream's pins did not permit it (\(verdict?.metricLabel ?? "no verdict"))")
         }
-        return Decision(authorization: .attach(session: auth.spotifySession))
+        return Decision(authorization: .attach(session: credential, header: auth.header, format: auth.format))
     }
 }

@@ -125,6 +125,7 @@ extension RefusalCode {
         case .badRequest: return .badRequest
         case .proxyAuthRequired: return .proxyAuthenticationRequired
         case .hostMismatch: return .misdirectedRequest
+        case .upstreamThrottled, .rateLimited: return .tooManyRequests
         }
     }
 }

@@ -22,6 +22,10 @@ final class ProxyServices: Sendable {
     let accessLog: AccessLog
     /// Bearer tokens for `auth.spotify` (nil until the sessions are set up).
     let tokens = TokenProviderSlot()
+    /// Upstream 429 windows per (credential, host): `upstream_throttled` (docs/contract.md §4).
+    let throttle = UpstreamThrottle()
+    /// Policies' `rate_limit` buckets: `rate_limited` (docs/contract.md §4).
+    let rateLimiter = RateLimiter()
     /// `Proxy-Authorization` checks, with their cache and per-address limit (docs/contract.md §15).
     let authenticator = ClientAuthenticator()
 

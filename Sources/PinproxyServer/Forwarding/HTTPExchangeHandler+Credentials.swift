@@ -1,0 +1,63 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import PinproxyPolicy
+
+/// The credential an exchange carries: fetched (or refused while the
+/// upstream's 429 window for it is open), and a 429 that opens such a window.
+extension HTTPExchangeHandler {
+    func fetchToken(_ session: String, holding upstream: UpstreamConnection, context: ChannelHandlerContext) {
+        guard let tokens = services.tokens.provider else {
+            execute(machine.tokenFailed("no token sessions are configured for \(session)", for: upstream), context: context)
+            return
+        }
+        if case .authorizing(let exchange, _) = machine.state,
+           let seconds = services.throttle.remaining(credential: session, host: exchange.host) {
+            // The upstream asked this credential to wait: it hears nothing until then (docs/contract.md §4).
+            var refusal = ProxyError(.upstreamThrottled, host: exchange.host,
+                                     detail: "the upstream answered 429 to credential \(session); held back for \(seconds)s more")
+            refusal.retryAfterSeconds = seconds
+            execute(machine.tokenRefused(refusal, for: upstream), context: context)
+            return
+        }
+        context.eventLoop.makeFutureWithTask {
+            try await tokens.token(session: session)
+        }.assumeIsolated().whenComplete { result in
+            switch result {
+            case .success(let token):
+                self.execute(self.machine.tokenReady(token.reveal(), generation: token.generation, for: upstream, now: .now()), context: context)
+            case .failure(let error):
+                // The error says why (accounts down, misconfigured, needs re-authorisation), never a secret.
+                self.execute(self.machine.tokenFailed("no token for session \(session): \(error)", for: upstream), context: context)
+            }
+        }
+    }
+
+    /// A 429 to a request that carried a credential opens that credential's
+    /// window for the host, as long as its `Retry-After` says.
+    func noteUpstreamThrottle(_ head: HTTPResponseHead) {
+        guard case .forwarding(let exchange, _) = machine.state, let credential = exchange.token?.session else { return }
+        let retryAfter = head.headers.first(name: "Retry-After")
+        services.throttle.record(credential: credential, host: exchange.host, retryAfter: retryAfter)
+        services.logger.notice("upstream rate limited a credential; holding its requests back", metadata: [
+            "host": "\(exchange.host)", "credential": "\(credential)", "retry_after": "\(retryAfter ?? "-")",
+        ])
+    }
+
+    /// A routed request beyond its policy's `rate_limit` is refused here, before anything is dialled.
+    func applyRateLimit(_ decision: inout RoutingDecision) {
+        guard case .success = decision.result, let policy = decision.policy, policy.rateLimit != nil else { return }
+        guard let seconds = services.rateLimiter.admit(policy: policy, client: decision.identity ?? Self.host(of: clientAddress)) else { return }
+        var refusal = ProxyError(.rateLimited, host: decision.host,
+                                 detail: "the policy's rate_limit is spent; try again in \(seconds)s")
+        refusal.retryAfterSeconds = seconds
+        decision.result = .failure(refusal)
+    }
+
+    /// `127.0.0.1:5123` → `127.0.0.1`, `[::1]:5123` → `[::1]`: a client is its address, not its connection.
+    static func host(of address: String) -> String {
+        if address.hasPrefix("["), let end = address.firstIndex(of: "]") { return String(address[...end]) }
+        guard let colon = address.lastIndex(of: ":") else { return address }
+        return String(address[..<colon])
+    }
+}
