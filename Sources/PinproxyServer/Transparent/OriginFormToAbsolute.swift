@@ -32,7 +32,8 @@ final class OriginFormToAbsolute: ChannelInboundHandler, RemovableChannelHandler
             let named = hosts.count == 1 ? Authority(hosts[0])?.host : nil
             let host = named ?? original.ipAddress.map { $0.contains(":") ? "[\($0)]" : $0 } ?? "-"
             let bracketed = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
-            head.uri = "http://\(bracketed):\(port)\(head.uri)"
+            // Port 80 stays implicit, as the app wrote it (and `upgrade_to_tls` then dials 443).
+            head.uri = "http://\(bracketed)\(port == 80 ? "" : ":\(port)")\(head.uri)"
         }
         context.fireChannelRead(wrapInboundOut(.head(head)))
     }

@@ -12,6 +12,7 @@ import PinproxyPolicy
 final class TransparentConnection: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 
     private enum State {
         /// Reading the first bytes; nothing decided.
@@ -193,7 +194,7 @@ final class TransparentConnection: ChannelInboundHandler, RemovableChannelHandle
             state = .done
             services.instrumentation.denied(code: refusal.code, client: ClientPrincipal.label(nil))
             logAccess(attempt, status: Int(refusal.status.code), error: refusal, method: "-")
-            context.writeAndFlush(NIOAny(ByteBuffer(string: RefusalBody.raw(refusal)))).assumeIsolated().whenComplete { _ in
+            context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: RefusalBody.raw(refusal)))).assumeIsolated().whenComplete { _ in
                 LingeringClose.close(context.channel)
             }
         } catch {
@@ -221,7 +222,7 @@ final class TransparentConnection: ChannelInboundHandler, RemovableChannelHandle
         timeout?.cancel()
         services.instrumentation.denied(code: error.code, client: ClientPrincipal.label(nil))
         logAccess(attempt, status: Int(error.status.code), error: error)
-        context.writeAndFlush(NIOAny(TLSAlert.record(TLSAlert.description(for: error.code)))).assumeIsolated().whenComplete { _ in
+        context.writeAndFlush(wrapOutboundOut(TLSAlert.record(TLSAlert.description(for: error.code)))).assumeIsolated().whenComplete { _ in
             context.close(promise: nil)
         }
     }
