@@ -67,15 +67,16 @@ final class CaptureSocket {
     let port: Int
 
     init() throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let socketFD = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socketFD, $0, length) == 0 && getsockname(socketFD, $0, &length) == 0 }
         }
-        guard bound, listen(fd, 1) == 0 else { throw CocoaError(.fileWriteUnknown) }
+        fd = socketFD
+        guard bound, listen(socketFD, 1) == 0 else { Glibc.close(socketFD); throw CocoaError(.fileWriteUnknown) }
         port = Int(UInt16(bigEndian: address.sin_port))
     }
 
