@@ -65,6 +65,13 @@ final class TransparentConnection: ChannelInboundHandler, RemovableChannelHandle
         if context.channel.isActive { context.read() }
     }
 
+    /// Added in the child initializer, before activation: reading starts here
+    /// (the listener's children do not read on their own).
+    func channelActive(context: ChannelHandlerContext) {
+        context.fireChannelActive()
+        context.read()
+    }
+
     func handlerRemoved(context: ChannelHandlerContext) {
         timeout?.cancel()
     }
@@ -212,6 +219,9 @@ final class TransparentConnection: ChannelInboundHandler, RemovableChannelHandle
         if let bytes = buffered {
             buffered = nil
             context.fireChannelRead(wrapInboundOut(bytes))
+            // A splice flushes what it relayed at read-complete: without it the
+            // held ClientHello sat unsent in the tunnel's upstream channel.
+            context.fireChannelReadComplete()
         }
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }

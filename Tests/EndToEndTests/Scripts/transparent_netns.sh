@@ -15,9 +15,7 @@ trap cleanup EXIT
 ip link set lo up
 python3 "$scripts/transparent_upstream.py" 127.0.0.3 8443 "$dir/upstream-chain.pem" "$dir/upstream-key.pem" > "$dir/upstream.log" 2>&1 &
 pids+=($!)
-# Appending, so the case markers written below stay between the lines.
-: > "$dir/pinproxy.log"
-"$pinproxy" run --config "$dir/pinproxy.yaml" >> "$dir/pinproxy.log" 2>&1 &
+"$pinproxy" run --config "$dir/pinproxy.yaml" > "$dir/pinproxy.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 200); do
   grep -q "transparent listening" "$dir/pinproxy.log" && grep -q ready "$dir/upstream.log" && break
@@ -37,20 +35,17 @@ RULES
 ca=$dir/state/ca.pem
 run_curl() {  # NAME ARGS...: status, headers and body of curl without --proxy
   local name=$1; shift
-  curl -s -o "$dir/results/$name.body" -D "$dir/results/$name.headers" -w '%{http_code}' --max-time 10 "$@" \
+  curl -sS -o "$dir/results/$name.body" -D "$dir/results/$name.headers" -w '%{http_code}' --max-time 10 "$@" \
     > "$dir/results/$name.status" 2> "$dir/results/$name.stderr"
   echo $? > "$dir/results/$name.exit"
 }
-# One case at a time: each access line is then the one of its case.
-mark() { echo "=== $1" >> "$dir/pinproxy.log"; sleep 0.3; }
-mark curl-pinned;   run_curl pinned --cacert "$ca" --resolve api.test:443:127.0.0.2 https://api.test/
-mark curl-mismatch; run_curl mismatch --cacert "$ca" --resolve pinbad.test:443:127.0.0.2 https://pinbad.test/
-mark curl-denied;   run_curl denied --cacert "$ca" --resolve denied.test:443:127.0.0.2 https://denied.test/
-mark curl-plain;    run_curl plain --resolve api.test:80:127.0.0.2 http://api.test/
-mark python-pinned; python3 "$scripts/transparent_client.py" 127.0.0.2 443 api.test "$ca" > "$dir/results/python-pinned.json"
-mark python-denied; python3 "$scripts/transparent_client.py" 127.0.0.2 443 denied.test "$ca" > "$dir/results/python-denied.json"
-mark no-sni;        python3 "$scripts/transparent_client.py" 127.0.0.2 443 - "$ca" > "$dir/results/no-sni.json"
-mark loop;          python3 "$scripts/transparent_client.py" 127.0.0.1 15001 api.test "$ca" > "$dir/results/loop.json"
-mark own-loop;      python3 "$scripts/transparent_client.py" 127.0.0.2 443 loop.test "$ca" > "$dir/results/own-loop.json"
-mark end
+run_curl pinned --cacert "$ca" --resolve api.test:443:127.0.0.2 https://api.test/
+run_curl mismatch --cacert "$ca" --resolve pinbad.test:443:127.0.0.2 https://pinbad.test/
+run_curl denied --cacert "$ca" --resolve denied.test:443:127.0.0.2 https://denied.test/
+run_curl plain --resolve api.test:80:127.0.0.2 http://api.test/
+python3 "$scripts/transparent_client.py" 127.0.0.2 443 api.test "$ca" > "$dir/results/python-pinned.json"
+python3 "$scripts/transparent_client.py" 127.0.0.2 443 denied.test "$ca" > "$dir/results/python-denied.json"
+python3 "$scripts/transparent_client.py" 127.0.0.2 443 - "$ca" > "$dir/results/no-sni.json"
+python3 "$scripts/transparent_client.py" 127.0.0.1 15001 api.test "$ca" > "$dir/results/loop.json"
+python3 "$scripts/transparent_client.py" 127.0.0.2 443 loop.test "$ca" > "$dir/results/own-loop.json"
 exit 0
