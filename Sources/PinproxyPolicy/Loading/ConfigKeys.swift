@@ -8,8 +8,9 @@ public enum ConfigKeys {
     /// The main file (`etc/pinproxy.yaml`).
     public static let main: [String: [String]] = [
         "": ["listen", "admin", "ca", "policies", "default_action", "concurrency", "clients", "network", "limits", "spotify", "log", "http2",
-             "credentials"],
+             "credentials", "transparent"],
         "admin": ["listen", "hosts"],
+        "transparent": ["listen"],
         "ca": ["cert", "key", "chain"],
         "clients": ["allow", "identities", "require_identity"],
         "clients.identities.*": ["password_hash", "password_hash_file", "from"],

@@ -40,6 +40,21 @@ struct MainConfigLoader {
             if let v = ca.path("key") { config.ca.keyPath = v }
             if let v = ca.path("chain") { config.ca.chainPath = v }
         }
+        if let transparent = top.child("transparent", table: table) {
+            transparent.record(into: &config.sourceMap)
+            // Absent `listen` leaves the listener off: an empty block is a mistake, said at its key.
+            if let v = transparent.hostPort("listen") {
+                // Two listeners on one port would fail at bind; said here with the file's line.
+                if v == config.listen || v == config.admin.listen {
+                    let other = v == config.listen ? "listen" : "admin.listen"
+                    transparent.reader.bag.error(transparent.valueLocation("listen"),
+                        "`transparent.listen` \(v) is also `\(other)`: give the transparent listener a port of its own (e.g. 127.0.0.1:8443)")
+                }
+                config.transparent = PinproxyConfig.Transparent(listen: v)
+            } else if !transparent.has("listen") {
+                transparent.reader.bag.error(transparent.location, "transparent needs listen: ADDR:PORT (the address nftables redirects to), or remove the block")
+            }
+        }
         if let v = top.path("policies") { config.policiesPath = v }
         if let v = top.choice("default_action", PinproxyConfig.DefaultAction.self) { config.defaultAction = v }
         if let v = top.int("concurrency") { config.concurrency = v }

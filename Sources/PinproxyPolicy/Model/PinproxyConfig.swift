@@ -31,6 +31,9 @@ public struct PinproxyConfig: Sendable {
     /// Offer HTTP/2 to apps on intercepted sessions (ALPN `h2, http/1.1`);
     /// false offers only `http/1.1` (docs/contract.md §11).
     public var http2: Bool = true
+    /// `transparent`: a second listener for connections the kernel redirected
+    /// (docs/transparent-interception.md); nil when the block is absent.
+    public var transparent: Transparent? = nil
     public var sourceMap: SourceMap
 
     public struct Admin: Sendable, Hashable {
@@ -48,6 +51,12 @@ public struct PinproxyConfig: Sendable {
         /// `ca.chain`: the certificates above `cert` when it is an intermediate
         /// under an organisation's root, nearest first; served with every leaf.
         public var chainPath: String? = nil
+    }
+
+    /// `transparent.listen`: where nftables `redirect` (or iptables `REDIRECT`) sends apps that ignore HTTPS_PROXY.
+    public struct Transparent: Sendable, Hashable {
+        public var listen: HostPort
+        public init(listen: HostPort) { self.listen = listen }
     }
 
     public struct Network: Sendable, Hashable {

@@ -110,15 +110,11 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
             }
             request.host = try Authority.routingHost(authority.host)
             request.port = authority.port ?? 443
-            let snapshot = services.store.snapshot
             request.identity = client.identity
-            request.policy = snapshot.policy(forHost: request.host)
-            // The credential before the host (docs/contract.md §15): a 407 whatever the host.
-            try client.authenticated(host: request.host, config: snapshot.config)
-            try RequestRouter.checkAllowed(host: request.host, port: request.port, kind: .connect, policy: request.policy, snapshot: snapshot)
-            // Refused here, a client never reaches the upstream, a tunnel or the session's token.
-            try client.admit(host: request.host, policy: request.policy, config: snapshot.config)
-            request.intercept = request.policy?.spec.action == .intercept
+            let decision = ConnectDecision(host: request.host, port: request.port, client: client, snapshot: services.store.snapshot)
+            request.policy = decision.policy
+            if let refusal = decision.refusal { throw refusal }
+            request.intercept = decision.intercept
             state = .accepted(request)
         } catch let refusal as ProxyError {
             refuse(request, refusal, context: context)

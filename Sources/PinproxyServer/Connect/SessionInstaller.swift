@@ -12,12 +12,12 @@ enum SessionInstaller {
     /// bound to that host and policy.
     static func intercept(context: ChannelHandlerContext, host: String, port: Int, policy: HostPolicy, services: ProxyServices,
                           clientAddress: String, headTimer: RequestHeadTimer, limits: PinproxyConfig.Limits,
-                          identity: String? = nil) throws {
+                          identity: String? = nil, transparent: Bool = false) throws {
         let sync = context.pipeline.syncOperations
         let timer = headTimer.makeSibling()
         // One binding for the session, whichever HTTP version the app picks:
         // the CONNECT's identity holds for every request and every h2 stream.
-        let interception = RequestRouter.Interception(host: host, port: port, policy: policy, identity: identity)
+        let interception = RequestRouter.Interception(host: host, port: port, policy: policy, identity: identity, transparent: transparent)
         let inner = HTTPExchangeHandler(
             services: services, interception: interception,
             clientAddress: clientAddress, headTimer: timer, limits: limits)
@@ -55,7 +55,8 @@ enum SessionInstaller {
             withOutboundHeaderValidation: true, withEncoderConfiguration: .init(),
             withDecoderLimitConfiguration: ProxyServices.decoderLimits(limits))
         try sync.addHandler(inner, position: .last)
-        try removeListenerLayers(context: context, headTimer: headTimer)
+        // A transparent connection never had the listener's HTTP layers.
+        if !transparent { try removeListenerLayers(context: context, headTimer: headTimer) }
     }
 
     /// A blind splice to `upstream`; `onClose` gets the bytes each way. No
@@ -63,7 +64,7 @@ enum SessionInstaller {
     /// WebSocket splice (docs/contract.md §10): a tunnel never holds its two
     /// descriptors for ever. The close is logged and counted.
     static func tunnel(context: ChannelHandlerContext, to upstream: any Channel, services: ProxyServices,
-                       host: String, policy: HostPolicy?, clientAddress: String,
+                       host: String, policy: HostPolicy?, clientAddress: String, transparent: Bool = false,
                        onClose: @escaping (_ up: Int, _ down: Int) -> Void) throws {
         precondition(upstream.eventLoop === context.eventLoop, "a tunnel's two channels must share an event loop")
         let (clientSide, upstreamSide) = GlueHandler.matchedPair()
@@ -80,8 +81,10 @@ enum SessionInstaller {
         }
         try context.pipeline.syncOperations.addHandler(clientSide, position: .last)
         try upstream.pipeline.syncOperations.addHandler(upstreamSide)
-        let headTimer = try context.pipeline.syncOperations.handler(type: RequestHeadTimer.self)
-        try removeListenerLayers(context: context, headTimer: headTimer)
+        if !transparent {
+            let headTimer = try context.pipeline.syncOperations.handler(type: RequestHeadTimer.self)
+            try removeListenerLayers(context: context, headTimer: headTimer)
+        }
         clientSide.onClose = { onClose(clientSide.bytesRelayed, upstreamSide.bytesRelayed) }
         context.channel.setOption(.autoRead, value: true).whenFailure { _ in }
         upstream.setOption(.autoRead, value: true).whenFailure { _ in }

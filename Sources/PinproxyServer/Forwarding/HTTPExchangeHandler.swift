@@ -52,7 +52,11 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         self.machine = Machine(idleTimeout: TimeAmount(limits.idleTimeout), acceptsConnect: interception == nil)
     }
 
-    private var modeLabel: String { interception == nil ? "forward" : "intercept" }
+    /// Set for plain HTTP from the transparent listener (no interception, no proxy form).
+    var transparent = false
+    private var modeLabel: String {
+        transparent || interception?.transparent == true ? "transparent" : interception == nil ? "forward" : "intercept"
+    }
 
     // MARK: Channel events
 

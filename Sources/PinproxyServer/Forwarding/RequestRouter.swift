@@ -42,6 +42,8 @@ enum RequestRouter {
         var policy: HostPolicy
         /// The identity the CONNECT proved; it applies to every request inside.
         var identity: String? = nil
+        /// Opened by the transparent listener (the access line's mode says so).
+        var transparent = false
     }
 
     /// `client` is what the request's credential established (absolute-form

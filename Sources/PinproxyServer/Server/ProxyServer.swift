@@ -110,6 +110,12 @@ public final class ProxyServer: Service, Sendable {
             .bind(host: listen.host, port: listen.port).get()
         let address = channel.localAddress!
         services.logger.info("proxy listening", metadata: ["address": "\(address.hostPort)"])
+        // Closed with the proxy listener: the shutdown below closes every server channel `quiesce` knows.
+        if let transparent = config.transparent {
+            let bound = try await TransparentListener.bind(transparent.listen, services: services, group: group, quiesce: quiesce,
+                                                           registry: registry, acceptHealth: acceptHealth)
+            services.logger.info("transparent listening", metadata: ["address": "\(bound.localAddress?.hostPort ?? "?")"])
+        }
         onListening(address)
 
         // A graceful shutdown (SIGTERM) and a cancellation (another service

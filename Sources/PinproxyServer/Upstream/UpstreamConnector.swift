@@ -236,7 +236,11 @@ final class UpstreamConnector: Sendable {
             .channelOption(.autoRead, value: false)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try initializer(channel) }
+                channel.eventLoop.makeCompletedFuture {
+                    // First, so the socket is known before any byte leaves (a redirect of it back is a loop).
+                    try channel.pipeline.syncOperations.addHandler(OwnUpstreamSockets.Tracker())
+                    try initializer(channel)
+                }
             }
             .connect(host: target.host, port: target.port)
             .flatMapErrorThrowing { error in

@@ -1,0 +1,40 @@
+import NIOCore
+import NIOHTTP1
+
+/// Plain HTTP redirected from port 80 arrives in origin-form (`GET /path`,
+/// `Host: api.test`): the app thinks it talks to the server. Rewritten to
+/// `http://HOST:ORIGINAL-PORT/path`, it takes the forward path of the
+/// listener (policy by Host, `upgrade_to_tls`, admission, SSRF guard) with
+/// nothing of its own. A request without Host is routed by the original
+/// destination's address.
+final class OriginFormToAbsolute: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+
+    let original: SocketAddress
+
+    init(original: SocketAddress) {
+        self.original = original
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard case .head(var head) = unwrapInboundIn(data) else {
+            context.fireChannelRead(data)
+            return
+        }
+        let port = original.port ?? 80
+        if head.method == .CONNECT {
+            // Not a proxy listener: refused by the forward path's own check (400).
+            head.uri = "connect:\(head.uri)"
+        } else if head.uri.hasPrefix("/") {
+            let hosts = head.headers["host"]
+            // Two Host fields are refused downstream; one names the host, none leaves the address.
+            let named = hosts.count == 1 ? Authority(hosts[0])?.host : nil
+            let host = named ?? original.ipAddress.map { $0.contains(":") ? "[\($0)]" : $0 } ?? "-"
+            let bracketed = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+            // Port 80 stays implicit, as the app wrote it (and `upgrade_to_tls` then dials 443).
+            head.uri = "http://\(bracketed)\(port == 80 ? "" : ":\(port)")\(head.uri)"
+        }
+        context.fireChannelRead(wrapInboundOut(.head(head)))
+    }
+}
