@@ -21,7 +21,8 @@ enum TLSAlert {
         switch code {
         case .connectFailed, .upstreamTimeout, .queueTimeout, .tlsHandshake, .tokenUnavailable: return internalError
         case .clientDenied, .proxyAuthRequired, .hostDenied, .portDenied, .ssrfBlocked, .pinMismatch, .pinsExpired,
-             .verifyFailed, .tlsVersion, .tlsCipher, .badRequest, .hostMismatch, .upgradeDenied:
+             .verifyFailed, .tlsVersion, .tlsCipher, .badRequest, .hostMismatch, .upgradeDenied,
+             .upstreamThrottled, .rateLimited:
             return accessDenied
         }
     }
