@@ -69,16 +69,16 @@ final class ProxyFuzzHarness: @unchecked Sendable {  // one fuzzing thread
     }
 
     private func makeConnection(_ plan: DialPlan, loop: any EventLoop) -> EventLoopFuture<UpstreamConnection> {
-        let ready = loop.makePromise(of: TLSHandshakeInfo?.self)
-        let handler = UpstreamHTTPHandler(ready: ready, usesTLS: false)
-        return makeChannel(loop: loop) { channel in
-            // As UpstreamConnector sets the codec up: framing headers are the exchange's.
-            var encoder = HTTPRequestEncoder.Configuration()
-            encoder.automaticallySetFramingHeaders = false
-            try channel.pipeline.syncOperations.addHTTPClientHandlers(encoderConfiguration: encoder)
-            try channel.pipeline.syncOperations.addHandler(handler)
-        }.flatMap { channel in
-            ready.futureResult.map { _ in
+        // Production's plain-HTTP upstream shape (`UpstreamPipeline`).
+        var built: UpstreamPipeline?
+        let made = makeChannel(loop: loop) { channel in
+            built = try UpstreamPipeline.configure(channel, tls: nil)
+        }
+        guard let pipeline = built, let handler = pipeline.http1 else {
+            return made.flatMapThrowing { _ in throw ChannelError.ioOnClosedChannel }
+        }
+        return made.flatMap { channel in
+            pipeline.ready.futureResult.map { _ in
                 UpstreamConnection(channel: channel, key: plan.poolKey, handler: handler, pinEvaluation: nil, handshake: nil)
             }
         }
@@ -105,10 +105,11 @@ struct RenderingLogHandler: LogHandler {
     }
 }
 
-/// One client connection for one input: the listener's pipeline, an
-/// intercepted session's after its TLS layer (as `SessionInstaller.intercept`
-/// builds it, without the `TLSHandler`), or one HTTP/2 stream of an
-/// intercepted session (`ClientProtocolSwitch.configureStream`, fed frame
+/// One client connection for one input, built by production's builders
+/// (`Sources/PinproxyServer/Pipelines`): the listener's pipeline, an
+/// intercepted session's HTTP/1.1 layers after its TLS
+/// (`HTTP1ServerPipeline`, as ALPN settles it), or one HTTP/2 stream of an
+/// intercepted session (`InterceptedHTTP2Pipeline.configureStream`, fed frame
 /// payloads as NIO's HTTP/2 handler would hand them on).
 final class FuzzSession {
     enum Shape {
@@ -142,7 +143,7 @@ final class FuzzSession {
             let policy = services.store.snapshot.policy(forHost: "intercept.test")!
             let timer = RequestHeadTimer(headerTimeout: Self.amount(limits.headerTimeout), idleTimeout: Self.amount(limits.idleTimeout),
                                          maxHeadBytes: limits.maxHeaderBytes)
-            try! ClientProtocolSwitch.configureStream(
+            try! InterceptedHTTP2Pipeline.configureStream(
                 client.pipeline.syncOperations, idleTimeout: Self.amount(limits.idleTimeout),
                 exchange: HTTPExchangeHandler(
                     services: services, interception: RequestRouter.Interception(host: "intercept.test", port: 443, policy: policy),
@@ -152,15 +153,13 @@ final class FuzzSession {
             let policy = services.store.snapshot.policy(forHost: "intercept.test")!
             let timer = RequestHeadTimer(headerTimeout: Self.amount(limits.headerTimeout), idleTimeout: Self.amount(limits.idleTimeout),
                                          maxHeadBytes: limits.maxHeaderBytes)
-            let sync = client.pipeline.syncOperations
-            try! sync.addHandler(timer)
-            try! sync.configureHTTPServerPipeline(
-                position: .last, withPipeliningAssistance: false, withServerUpgrade: nil, withErrorHandling: false,
-                withOutboundHeaderValidation: true, withEncoderConfiguration: .init(),
-                withDecoderLimitConfiguration: ProxyServices.decoderLimits(limits))
-            try! sync.addHandler(HTTPExchangeHandler(
-                services: services, interception: RequestRouter.Interception(host: "intercept.test", port: 443, policy: policy),
-                clientAddress: "127.0.0.1:50000", headTimer: timer, limits: limits))
+            // Production's HTTP/1.1 layers of an intercepted session (`HTTP1ServerPipeline`), after its TLS.
+            try! HTTP1ServerPipeline.configure(
+                client.pipeline.syncOperations, timer: timer,
+                exchange: HTTPExchangeHandler(
+                    services: services, interception: RequestRouter.Interception(host: "intercept.test", port: 443, policy: policy),
+                    clientAddress: "127.0.0.1:50000", headTimer: timer, limits: limits),
+                limits: limits)
         } else {
             try! ProxyServer.configureClient(client, services: services)
         }

@@ -1,4 +1,5 @@
 import NIOCore
+import NIOTLS
 
 /// Drives one `SSL*` from a SwiftNIO pipeline: ciphertext below, plaintext
 /// above. Used for both legs of the proxy — the server side towards the
@@ -184,6 +185,10 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         handshakeInfo = info
         state = .active
+        // NIO's event first: an `ApplicationProtocolNegotiationHandler` builds the
+        // HTTP layers for the negotiated protocol on it, so they are in place for
+        // pinproxy's own event (readiness, counting) and for the first byte.
+        context.fireUserInboundEventTriggered(NIOTLS.TLSUserEvent.handshakeCompleted(negotiatedProtocol: info.applicationProtocol))
         context.fireUserInboundEventTriggered(TLSUserEvent.handshakeCompleted(info))
         // Writes made during the handshake go out now, if they were flushed.
         if bufferedWrites.hasMark {

@@ -44,6 +44,8 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
     let clientAddress: String
     let headTimer: RequestHeadTimer
     let limits: PinproxyConfig.Limits
+    /// The listener's HTTP layers (`ListenerPipeline`), which an answered CONNECT takes out.
+    var listenerLayers: PipelineLayers?
     private var state: State = .idle
 
     init(services: ProxyServices, clientAddress: String, headTimer: RequestHeadTimer, limits: PinproxyConfig.Limits) {
@@ -131,7 +133,8 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
         establish(request, context: context) {
             try SessionInstaller.intercept(
                 context: context, host: request.host, port: request.port, policy: policy, services: self.services,
-                clientAddress: self.clientAddress, headTimer: self.headTimer, limits: self.limits, identity: request.identity)
+                clientAddress: self.clientAddress, headTimer: self.headTimer, listenerLayers: try self.layers(),
+                limits: self.limits, identity: request.identity)
         }
     }
 
@@ -152,12 +155,19 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
                 request.upstreamAddress = upstream.remoteAddress?.hostPort
                 self.establish(request, context: context, onFailure: { upstream.close(promise: nil) }) {
                     try SessionInstaller.tunnel(context: context, to: upstream, services: self.services, host: request.host,
-                                                policy: request.policy, clientAddress: self.clientAddress) { up, down in
+                                                policy: request.policy, clientAddress: self.clientAddress,
+                                                listenerLayers: try self.layers()) { up, down in
                         self.logAccess(request, status: 200, error: nil, mode: "tunnel", bytesUp: up, bytesDown: down)
                     }
                 }
             }
         }
+    }
+
+    /// The listener's layers, which the CONNECT's answer takes out.
+    private func layers() throws -> PipelineLayers {
+        guard let listenerLayers else { throw ProxyError(.badRequest, host: nil, detail: "CONNECT on a connection not built by ListenerPipeline") }
+        return listenerLayers
     }
 
     /// "200 Connection established", then the new layers once it is written.

@@ -28,7 +28,7 @@ final class HTTP2ConnectionEnd: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
 
-    /// The activation `ClientProtocolSwitch` replays for the connection manager
+    /// The activation `InterceptedHTTP2Pipeline` replays for the connection manager
     /// ends here: the handlers after this one saw the channel's own.
     func channelActive(context: ChannelHandlerContext) {}
 

@@ -268,7 +268,7 @@ extension ExchangeStateMachine {
             }
             return .none
         case .idle, .discardingRefusal, .closed, .handedOver, .switching, .spliced:
-            return .none  // a splice's silence is `UpgradeSplice`'s idle timer's
+            return .none  // a splice's silence is `SplicePipeline`'s idle timer's
         case .modifying:
             preconditionFailure("deadlines while modifying")
         }

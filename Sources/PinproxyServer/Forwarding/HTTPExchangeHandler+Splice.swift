@@ -2,7 +2,7 @@ import NIOCore
 
 /// The end of a WebSocket upgrade's exchange (docs/contract.md §11): the
 /// machine said `splice`, the app has the `101`, and the connection becomes
-/// a byte splice with the upstream (`Tunnel/UpgradeSplice.swift`).
+/// a byte splice with the upstream (`Pipelines/WebSocketSplicePipeline.swift`).
 extension HTTPExchangeHandler {
     /// The WebSocket `101` reached the app: both connections become one
     /// splice; its access line (status 101, the bytes each way) is written
@@ -21,8 +21,9 @@ extension HTTPExchangeHandler {
         do {
             let logger = services.logger
             let client = clientAddress
-            try UpgradeSplice.install(
-                client: context, upstream: upstream, idleTimeout: TimeAmount(limits.idleTimeout),
+            guard let serverLayers else { return fail("no HTTP/1.1 layers to splice") }
+            try WebSocketSplicePipeline.install(
+                client: context, clientLayers: serverLayers, upstream: upstream, idleTimeout: TimeAmount(limits.idleTimeout),
                 onIdle: { [services] in
                     logger.info("spliced connection idle; closed", metadata: [
                         "host": "\(exchange.host)", "client": "\(client)", "reason": "limits.idle_timeout"])

@@ -26,10 +26,9 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     var machine: Machine
     private var context: ChannelHandlerContext?
     private var sweeper: DeadlineSweeper?
-    /// The server name the app sent in its TLS hello (intercepted sessions), for the log.
-    var clientSNI: String?
-    /// The app's handshake with pinproxy succeeded: a later TLS error is no failed handshake.
-    var clientHandshakeDone = false
+    /// The HTTP/1.1 layers its builder added with it (`HTTP1ServerPipeline`),
+    /// for a WebSocket splice to take out; nil on an HTTP/2 stream.
+    var serverLayers: PipelineLayers?
     /// The identity of the request routed last, for the `client` label of its refusal.
     var currentIdentity: String?
     /// Parts read while a credential is checked off the event loop (absolute-form,
@@ -104,10 +103,6 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case .handshakeCompleted = event as? TLSUserEvent {
-            clientHandshakeDone = true
-            services.instrumentation.clientHandshake(.ok)
-        }
         // Sent by the listener's quiescing helper when pinproxy shuts down:
         // idle connections close now, busy ones after their current response.
         if event is ChannelShouldQuiesceEvent {
@@ -125,7 +120,8 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
                 : ProxyError(.badRequest, host: nil, detail: "malformed HTTP request: \(parser)")
             execute(machine.parserFailed(refusal, now: .now()), context: context)
         case let tls as TLSError:
-            clientTLSFailed(tls)
+            // The handshake itself was `ClientHandshakeReporter`'s, before these layers existed.
+            clientTLSEndedAfterHandshake(tls)
             context.close(promise: nil)
         default:
             services.logger.debug("client connection error", metadata: ["client": "\(clientAddress)", "error": "\(error)"])

@@ -163,22 +163,7 @@ public final class ProxyServer: Service, Sendable {
         services.instrumentation.clientConnections(delta: 1)
         channel.closeFuture.whenComplete { _ in services.instrumentation.clientConnections(delta: -1) }
 
-        let limits = snapshot.config.limits
-        let sync = channel.pipeline.syncOperations
-        let timer = RequestHeadTimer(headerTimeout: TimeAmount(limits.headerTimeout), idleTimeout: TimeAmount(limits.idleTimeout), maxHeadBytes: limits.maxHeaderBytes)
-        timer.onTimeout = { reason in
-            services.logger.info("client connection closed", metadata: ["client": "\(client)", "reason": "\(reason)"])
-        }
-        try sync.addHandler(timer)
-        // An upgrade configuration with no upgraders: the only public way to keep
-        // the bytes a client sends right after its CONNECT head.
-        try sync.configureHTTPServerPipeline(
-            position: .last, withPipeliningAssistance: false,
-            withServerUpgrade: (upgraders: [], completionHandler: { _ in }),
-            withErrorHandling: false, withOutboundHeaderValidation: true, withEncoderConfiguration: .init(),
-            withDecoderLimitConfiguration: ProxyServices.decoderLimits(limits))
-        try sync.addHandler(HTTPExchangeHandler(services: services, interception: nil, clientAddress: client, headTimer: timer, limits: limits))
-        try sync.addHandler(ConnectHandler(services: services, clientAddress: client, headTimer: timer, limits: limits))
+        try ListenerPipeline.configure(channel, services: services, clientAddress: client, limits: snapshot.config.limits)
     }
 }
 

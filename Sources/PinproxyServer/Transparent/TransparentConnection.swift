@@ -130,7 +130,7 @@ final class TransparentConnection: ChannelInboundHandler, RemovableChannelHandle
             if decision.intercept, let policy = decision.policy {
                 try SessionInstaller.intercept(
                     context: context, host: attempt.host, port: attempt.port, policy: policy, services: services,
-                    clientAddress: clientAddress, headTimer: makeHeadTimer(snapshot.config.limits),
+                    clientAddress: clientAddress, headTimer: makeHeadTimer(snapshot.config.limits), listenerLayers: .none,
                     limits: snapshot.config.limits, identity: nil, transparent: true)
                 handOver(context: context)
             } else {
@@ -160,7 +160,7 @@ final class TransparentConnection: ChannelInboundHandler, RemovableChannelHandle
                 attempt.upstreamAddress = upstream.remoteAddress?.hostPort
                 do {
                     try SessionInstaller.tunnel(context: context, to: upstream, services: self.services, host: attempt.host,
-                                                policy: attempt.policy, clientAddress: self.clientAddress, transparent: true) { up, down in
+                                                policy: attempt.policy, clientAddress: self.clientAddress, listenerLayers: .none) { up, down in
                         self.logAccess(attempt, status: 200, error: nil, bytesUp: up, bytesDown: down)
                     }
                     self.handOver(context: context)
@@ -184,17 +184,11 @@ final class TransparentConnection: ChannelInboundHandler, RemovableChannelHandle
                 throw ProxyError(.clientDenied, host: nil, detail: why)
             }
             let limits = snapshot.config.limits
-            let sync = context.pipeline.syncOperations
             let timer = makeHeadTimer(limits)
-            try sync.addHandler(timer, position: .last)
-            try sync.configureHTTPServerPipeline(
-                position: .last, withPipeliningAssistance: false, withServerUpgrade: (upgraders: [], completionHandler: { _ in }),
-                withErrorHandling: false, withOutboundHeaderValidation: true, withEncoderConfiguration: .init(),
-                withDecoderLimitConfiguration: ProxyServices.decoderLimits(limits))
-            try sync.addHandler(OriginFormToAbsolute(original: original), position: .last)
             let exchange = HTTPExchangeHandler(services: services, interception: nil, clientAddress: clientAddress, headTimer: timer, limits: limits)
             exchange.transparent = true
-            try sync.addHandler(exchange, position: .last)
+            try TransparentPipeline.configurePlainHTTP(context.pipeline.syncOperations, timer: timer, original: original,
+                                                       exchange: exchange, limits: limits)
             handOver(context: context)
         } catch let refusal as ProxyError {
             // No HTTP layer yet: the refusal goes out as bytes, as the ACL's does.
@@ -223,7 +217,7 @@ final class TransparentConnection: ChannelInboundHandler, RemovableChannelHandle
             // held ClientHello sat unsent in the tunnel's upstream channel.
             context.fireChannelReadComplete()
         }
-        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+        TransparentPipeline.removeHolder(context)
     }
 
     /// A TLS alert (no HTTP can be spoken to a TLS client), one access line, counted.

@@ -22,8 +22,7 @@ enum ParentProxyTunnel {
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(
-                        ParentConnectHandler(parent: parent, target: target, host: plan.host, answered: answered))
+                    try ParentTunnelPipeline.configure(channel, parent: parent, target: target, host: plan.host, answered: answered)
                 }
             }
             .connect(host: parent.host, port: parent.port)
@@ -42,8 +41,7 @@ enum ParentProxyTunnel {
                 return answered.futureResult
                     .always { _ in timeout.cancel() }
                     .flatMapThrowing { () -> any Channel in
-                        let sync = channel.pipeline.syncOperations
-                        _ = sync.removeHandler(try sync.handler(type: ParentConnectHandler.self))
+                        ParentTunnelPipeline.removeConnect(channel)
                         try initializer(channel)
                         return channel
                     }

@@ -37,6 +37,8 @@ final class UpstreamConnection: @unchecked Sendable {
     let remoteAddress: String
     /// The HTTP/1 view: the connection's (HTTP/1.1) or the stream's. Nil on an HTTP/2 connection.
     fileprivate let handler: UpstreamHTTPHandler?
+    /// The connection's HTTP/1.1 handler, for a WebSocket splice (nil on HTTP/2).
+    var http1Handler: UpstreamHTTPHandler? { parent == nil ? handler : nil }
     private let closeReporter: any UpstreamCloseReporter
     /// An HTTP/2 connection: opens streams.
     let multiplexer: UpstreamMultiplexer?
@@ -152,6 +154,8 @@ final class UpstreamHTTPHandler: ChannelInboundHandler, RemovableChannelHandler,
     private let usesTLS: Bool
     /// Called once when the channel goes away (the pool forgets the connection).
     var onClose: (() -> Void)?
+    /// The HTTP/1.1 codec `UpstreamPipeline` added with it (nil on a stream).
+    var layers: PipelineLayers?
 
     init(ready: EventLoopPromise<TLSHandshakeInfo?>, usesTLS: Bool) {
         self.ready = ready

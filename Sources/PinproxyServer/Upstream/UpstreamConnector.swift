@@ -81,53 +81,47 @@ final class UpstreamConnector: Sendable {
 
     func connect(_ plan: DialPlan, on loop: any EventLoop) -> EventLoopFuture<UpstreamConnection> {
         if let dialer { return dialer.connection(plan, loop) }
-        let slot = NIOLockedValueBox<(UpstreamHTTPHandler, NIOLockedValueBox<PinEvaluation?>)?>(nil)
-        let http2 = UpstreamProtocolSwitch.Slot()
+        let slot = NIOLockedValueBox<(UpstreamPipeline, NIOLockedValueBox<PinEvaluation?>)?>(nil)
         let started = NIODeadline.now()
         return dial(plan, on: loop) { channel in
             let evaluation = NIOLockedValueBox<PinEvaluation?>(nil)
-            let ready = channel.eventLoop.makePromise(of: TLSHandshakeInfo?.self)
-            let handler = UpstreamHTTPHandler(ready: ready, usesTLS: plan.tls)
-            slot.withLockedValue { $0 = (handler, evaluation) }
-            let sync = channel.pipeline.syncOperations
-            if plan.tls, let policy = plan.policy {
-                try sync.addHandler(TLSHandler(
+            var tls: TLSHandler?
+            if plan.tls {
+                guard let policy = plan.policy else { throw ProxyError(.connectFailed, host: plan.host, detail: "a TLS dial with no policy") }
+                // The policy's ALPN offer decides; the pipeline's shape follows the server's choice.
+                tls = try TLSHandler(
                     clientContext: policy.tlsContext, serverName: plan.host, verifyHostname: plan.host,
                     sessionKey: "\(policy.digest)|\(plan.host):\(plan.port)",
                     applicationProtocols: plan.applicationProtocols,
-                    verifier: self.pinVerifier(plan: plan, policy: policy, into: evaluation)))
-                // The policy's ALPN offer decides; `h2` swaps the HTTP/1 layers below.
-                try sync.addHandler(UpstreamProtocolSwitch(slot: http2))
+                    verifier: self.pinVerifier(plan: plan, policy: policy, into: evaluation))
             }
-            // Framing is pinproxy's decision (`RequestFraming`), never the encoder's
-            // guess from the method: automatic framing headers are off.
-            var encoder = HTTPRequestEncoder.Configuration()
-            encoder.automaticallySetFramingHeaders = false
-            // Bytes after a WebSocket `101` belong to the splice that replaces the decoder.
-            try sync.addHTTPClientHandlers(leftOverBytesStrategy: .forwardBytes, encoderConfiguration: encoder)
-            try sync.addHandler(handler)
+            let pipeline = try UpstreamPipeline.configure(channel, tls: tls)
+            slot.withLockedValue { $0 = (pipeline, evaluation) }
         }.flatMap { channel -> EventLoopFuture<UpstreamConnection> in
-            let (handler, evaluation) = slot.withLockedValue { $0! }
+            let (pipeline, evaluation) = slot.withLockedValue { $0! }
             let timeout = loop.scheduleTask(in: plan.handshakeTimeout) {
-                handler.ready.fail(ProxyError(.upstreamTimeout, host: plan.host,
-                                              detail: "TLS handshake with \(plan.host) took longer than \(plan.handshakeTimeout.seconds) s"))
+                pipeline.ready.fail(ProxyError(.upstreamTimeout, host: plan.host,
+                                               detail: "TLS handshake with \(plan.host) took longer than \(plan.handshakeTimeout.seconds) s"))
                 channel.close(promise: nil)
             }
-            return handler.ready.futureResult.always { _ in timeout.cancel() }
+            return pipeline.ready.futureResult.always { _ in timeout.cancel() }
                 .flatMapError { error in
                     channel.close(promise: nil)
                     return loop.makeFailedFuture(Self.refusal(for: error, host: plan.host))
                 }
-                .map { info in
-                    if let multiplexer = http2.multiplexer {
+                .flatMapThrowing { info in
+                    if let multiplexer = pipeline.multiplexer {
                         return UpstreamConnection(
                             channel: channel, key: plan.poolKey, multiplexer: multiplexer,
                             pinEvaluation: evaluation.withLockedValue { $0 }, handshake: info)
                     }
-                    let connection = UpstreamConnection(
+                    guard let handler = pipeline.http1 else {
+                        channel.close(promise: nil)
+                        throw ProxyError(.connectFailed, host: plan.host, detail: "no HTTP layers after the handshake with \(plan.host)")
+                    }
+                    return UpstreamConnection(
                         channel: channel, key: plan.poolKey, handler: handler,
                         pinEvaluation: evaluation.withLockedValue { $0 }, handshake: info)
-                    return connection
                 }
         }.always { result in
             guard plan.tls else { return }

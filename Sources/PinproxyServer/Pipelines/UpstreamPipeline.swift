@@ -1,0 +1,116 @@
+import NIOCore
+import NIOHTTP1
+import NIOTLS
+import PinproxyTLS
+
+/// An upstream connection for the pool. With TLS: the `TLSHandler` (the
+/// policy's pins, its ALPN offer), an `UpstreamHandshakeWatcher` (readiness
+/// and the handshake's failure), and NIO's ALPN handler, which puts in the
+/// layers for what the server selected, once: HTTP/1.1 (NIO's client codec
+/// and an `UpstreamHTTPHandler`) or HTTP/2 (`UpstreamHTTP2Pipeline`;
+/// docs/contract.md §11, `upstream_protocol`). Without TLS: HTTP/1.1 at once.
+/// Confined to the channel's event loop; the connector reads the shape once
+/// `ready` has succeeded.
+final class UpstreamPipeline: @unchecked Sendable {
+    /// Succeeds with the handshake (nil without TLS) once the connection is
+    /// ready for requests, after the pin check; fails with why it is not.
+    let ready: EventLoopPromise<TLSHandshakeInfo?>
+    /// The HTTP/1.1 shape's handler, once built.
+    private(set) var http1: UpstreamHTTPHandler?
+    /// The HTTP/2 shape's streams, once built.
+    private(set) var multiplexer: UpstreamMultiplexer?
+
+    private init(ready: EventLoopPromise<TLSHandshakeInfo?>) {
+        self.ready = ready
+    }
+
+    /// Adds the shape to `channel`'s (empty) pipeline. `tls` nil: plain HTTP.
+    static func configure(_ channel: any Channel, tls: TLSHandler?) throws -> UpstreamPipeline {
+        let pipeline = UpstreamPipeline(ready: channel.eventLoop.makePromise())
+        let sync = channel.pipeline.syncOperations
+        guard let tls else {
+            pipeline.http1 = try addHTTP1(sync, ready: pipeline.ready, usesTLS: false)
+            return pipeline
+        }
+        try sync.addHandler(tls)
+        try sync.addHandler(UpstreamHandshakeWatcher(ready: pipeline.ready))
+        try sync.addHandler(NIOTypedApplicationProtocolNegotiationHandler<Void> { result, channel in
+            // Inside the handshake's event, before pinproxy's own (which makes
+            // the connection ready) and before the server's first byte.
+            channel.eventLoop.makeCompletedFuture {
+                if case .negotiated("h2") = result {
+                    pipeline.multiplexer = try UpstreamHTTP2Pipeline.configure(channel, ready: pipeline.ready)
+                } else {
+                    pipeline.http1 = try addHTTP1(channel.pipeline.syncOperations, ready: pipeline.ready, usesTLS: true)
+                }
+            }
+        })
+        return pipeline
+    }
+
+    /// NIO's HTTP/1.1 client codec and the connection's `UpstreamHTTPHandler`,
+    /// whose `layers` a WebSocket splice takes out (the codec only).
+    static func addHTTP1(_ sync: ChannelPipeline.SynchronousOperations, ready: EventLoopPromise<TLSHandshakeInfo?>,
+                         usesTLS: Bool) throws -> UpstreamHTTPHandler {
+        // Framing is pinproxy's decision (`RequestFraming`), never the encoder's
+        // guess from the method: automatic framing headers are off.
+        var configuration = HTTPRequestEncoder.Configuration()
+        configuration.automaticallySetFramingHeaders = false
+        let encoder = HTTPRequestEncoder(configuration: configuration)
+        // Bytes after a WebSocket `101` belong to the splice that replaces the decoder.
+        let decoder = ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .forwardBytes))
+        let validator = NIOHTTPRequestHeadersValidator()
+        let handler = UpstreamHTTPHandler(ready: ready, usesTLS: usesTLS)
+        // The order and the handlers of NIO's `addHTTPClientHandlers`.
+        try sync.addHandlers([encoder, decoder, validator, handler])
+        handler.layers = PipelineLayers(handlers: [validator, encoder], decoders: [decoder])
+        return handler
+    }
+}
+
+/// Right after an upstream connection's `TLSHandler`: completes `ready` with
+/// the handshake (pinproxy's event comes once the pin check has passed), or
+/// fails it with the handshake's error (a pin mismatch among them) or the
+/// connection's end, whichever comes first. Before ALPN has chosen the HTTP
+/// layers it is the only handler to see either; after, it passes all on.
+final class UpstreamHandshakeWatcher: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+
+    let ready: EventLoopPromise<TLSHandshakeInfo?>
+    private var handshakeDone = false
+
+    init(ready: EventLoopPromise<TLSHandshakeInfo?>) {
+        self.ready = ready
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        context.fireChannelRead(data)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .handshakeCompleted(let info) = event as? PinproxyTLS.TLSUserEvent {
+            handshakeDone = true
+            ready.succeed(info)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        ready.fail(error)
+        if !handshakeDone {
+            context.close(promise: nil)  // no HTTP layer yet to end the connection
+            return
+        }
+        context.fireErrorCaught(error)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        ready.fail(ChannelError.ioOnClosedChannel)
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        // A dial that failed tears the pipeline down before any other event.
+        ready.fail(ChannelError.ioOnClosedChannel)
+    }
+}

@@ -1,0 +1,150 @@
+import NIOCore
+import NIOEmbedded
+import NIOHTTP1
+import PinproxyTLS
+import Testing
+
+@testable import PinproxyServer
+
+/// The handlers the pipeline builders put in around a handshake and a
+/// splice, each on `EmbeddedChannel`s: `ClientHandshakeReporter` (what
+/// `ClientProtocolSwitch` left to the HTTP/1 exchange handler),
+/// `UpstreamHandshakeWatcher` (what `UpstreamProtocolSwitch` and the HTTP/1
+/// handler did for readiness), and `WebSocketSplicePipeline` (formerly
+/// `UpgradeSplice`).
+@Suite("Pipeline handlers")
+struct PipelineHandlerTests {
+    // MARK: ClientHandshakeReporter
+
+    static func reporter() throws -> (EmbeddedProxy, EmbeddedChannel, ClientHandshakeReporter) {
+        let proxy = try EmbeddedProxy()
+        let reporter = ClientHandshakeReporter(services: proxy.services, clientAddress: "127.0.0.1:1", connectHost: "intercept.test")
+        let channel = EmbeddedChannel(handler: reporter)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        return (proxy, channel, reporter)
+    }
+
+    @Test func aFailedHandshakeIsCountedLoggedWithItsSNIAndClosed() throws {
+        let (proxy, channel, reporter) = try Self.reporter()
+        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
+        reporter.clientSNI = "intercept.test"
+        channel.pipeline.fireErrorCaught(TLSError.certificateRejected("unknown ca"))
+        #expect(proxy.recorder.clientHandshakes == ["untrusted_ca"])
+        let line = try #require(proxy.recorder.logs.first { $0.message == "client TLS handshake failed" })
+        #expect(line.metadata["sni"] == "intercept.test")
+        #expect(line.metadata["connect_host"] == "intercept.test")
+        #expect(line.metadata["hint"] != nil)
+        #expect(!channel.isActive)
+    }
+
+    @Test func aGoodHandshakeIsCountedOnceAndLaterErrorsGoToTheHTTPLayers() throws {
+        let (proxy, channel, _) = try Self.reporter()
+        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
+        let info = try Self.handshakeInfo()
+        channel.pipeline.fireUserInboundEventTriggered(TLSUserEvent.handshakeCompleted(info))
+        #expect(proxy.recorder.clientHandshakes == ["ok"])
+        channel.pipeline.fireErrorCaught(TLSError.uncleanShutdown)
+        #expect(throws: TLSError.self) { try channel.throwIfErrorCaught() }
+        #expect(proxy.recorder.clientHandshakes == ["ok"], "an error after the handshake is no handshake result")
+        #expect(channel.isActive, "the HTTP layers decide what an error after the handshake ends")
+    }
+
+    // MARK: UpstreamHandshakeWatcher
+
+    /// A real handshake's info: an app and pinproxy's interception leg, in memory.
+    static func handshakeInfo() throws -> TLSHandshakeInfo {
+        let (proxy, app) = try PipelineBuilderTests.session(offering: nil)
+        defer { app.finish() }
+        return try #require(try proxy.channel.pipeline.syncOperations.handler(type: TLSHandler.self).handshakeInfo)
+    }
+
+    @Test func theWatcherMakesTheConnectionReadyWithTheHandshake() throws {
+        let channel = EmbeddedChannel()
+        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
+        let ready = channel.eventLoop.makePromise(of: TLSHandshakeInfo?.self)
+        try channel.pipeline.syncOperations.addHandler(UpstreamHandshakeWatcher(ready: ready))
+        channel.pipeline.fireUserInboundEventTriggered(TLSUserEvent.handshakeCompleted(try Self.handshakeInfo()))
+        #expect(try ready.futureResult.wait()?.version != nil)
+    }
+
+    @Test func theWatcherFailsReadinessWithTheHandshakesErrorAndCloses() throws {
+        let channel = EmbeddedChannel()
+        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        let ready = channel.eventLoop.makePromise(of: TLSHandshakeInfo?.self)
+        try channel.pipeline.syncOperations.addHandler(UpstreamHandshakeWatcher(ready: ready))
+        channel.pipeline.fireErrorCaught(TLSError.verifyFailed("pin mismatch"))
+        #expect(throws: TLSError.verifyFailed("pin mismatch")) { try ready.futureResult.wait() }
+        #expect(!channel.isActive, "no HTTP layer yet to end the connection: the watcher does")
+    }
+
+    @Test func theWatcherFailsReadinessWhenTheConnectionEndsFirst() throws {
+        let channel = EmbeddedChannel()
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        let ready = channel.eventLoop.makePromise(of: TLSHandshakeInfo?.self)
+        try channel.pipeline.syncOperations.addHandler(UpstreamHandshakeWatcher(ready: ready))
+        _ = try channel.finish(acceptAlreadyClosed: true)
+        #expect(throws: ChannelError.self) { try ready.futureResult.wait() }
+    }
+
+    // MARK: WebSocketSplicePipeline
+
+    /// The listener's exchange, an upstream HTTP/1.1 connection on the same
+    /// loop, spliced after a `101`: only the glue is left on the app's side,
+    /// the glue and the pool's handler on the upstream's, and bytes cross
+    /// (the upstream's first frame held by its decoder too).
+    @Test func aWebSocketSpliceLeavesOnlyTheGlueAndCarriesBytesBothWays() throws {
+        let proxy = try EmbeddedProxy()
+        let loop = proxy.channel.embeddedEventLoop
+        let upstreamChannel = EmbeddedChannel(loop: loop)
+        defer { _ = try? upstreamChannel.finish(acceptAlreadyClosed: true) }
+        let pipeline = try UpstreamPipeline.configure(upstreamChannel, tls: nil)
+        try upstreamChannel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 80)).wait()
+        let handler = try #require(pipeline.http1)
+        let upstream = UpstreamConnection(channel: upstreamChannel, key: .init(digest: "d", host: "ws.test", port: 80, tls: false),
+                                          handler: handler, pinEvaluation: nil, handshake: nil)
+        let exchangeSide = Receiver()
+        upstream.receiver = exchangeSide
+        // The upgrade request went up (the response decoder answers requests it saw).
+        var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/socket")
+        head.headers.add(name: "Upgrade", value: "websocket")
+        head.headers.add(name: "Connection", value: "Upgrade")
+        try upstreamChannel.writeOutbound(HTTPClientRequestPart.head(head))
+        try upstreamChannel.writeOutbound(HTTPClientRequestPart.end(nil))
+        while try upstreamChannel.readOutbound(as: ByteBuffer.self) != nil {}
+        // The upstream's 101 and, in the same read, its first WebSocket bytes.
+        try upstreamChannel.writeInbound(ByteBuffer(string: "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nframe-1"))
+
+        let sync = proxy.channel.pipeline.syncOperations
+        let exchange = try sync.handler(type: HTTPExchangeHandler.self)
+        var closed: (up: Int, down: Int)?
+        try WebSocketSplicePipeline.install(
+            client: try sync.context(handler: exchange), clientLayers: try #require(exchange.serverLayers), upstream: upstream,
+            idleTimeout: .zero, onIdle: {}, onClose: { closed = ($0, $1) })
+        loop.run()
+        #expect(exchangeSide.heads == [101], "the 101 went to the exchange, the bytes after it did not")
+        #expect(PipelineShapes.handlers(proxy.channel.pipeline) == ["GlueHandler"])
+        #expect(PipelineShapes.handlers(upstreamChannel.pipeline) == ["GlueHandler", "UpstreamHTTPHandler"])
+        #expect(try proxy.output() == "frame-1", "what the upstream's decoder held goes on to the app")
+
+        try proxy.send("from-app")
+        #expect(String(buffer: try #require(try upstreamChannel.readOutbound(as: ByteBuffer.self))) == "from-app")
+        try upstreamChannel.writeInbound(ByteBuffer(string: "frame-2"))
+        #expect(try proxy.output() == "frame-2")
+        try proxy.channel.close().wait()
+        loop.run()
+        #expect(closed?.up == 8 && closed?.down == 14)
+        #expect(!upstreamChannel.isActive, "the splice closes both sides")
+    }
+
+    /// The exchange's side of an upstream connection: the heads it got.
+    final class Receiver: UpstreamResponseReceiver {
+        var heads: [UInt] = []
+        func upstreamReceived(_ part: HTTPClientResponsePart) {
+            if case .head(let head) = part { heads.append(head.status.code) }
+        }
+        func upstreamReadComplete() {}
+        func upstreamWritabilityChanged() {}
+        func upstreamClosed(_ error: (any Error)?) {}
+    }
+}
