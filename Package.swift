@@ -187,6 +187,20 @@ let package = Package(
             ],
             path: "Benchmarks/ForwardingFloor"
         ),
+        // bench/store.sh: the session store's token-call counts and read latency,
+        // driving the real binary, PostgreSQL and the mock accounts of the test support.
+        .executableTarget(
+            name: "pinproxy-storebench",
+            dependencies: [
+                "PinproxyTestSupport",
+                "PinproxySessionStore",
+                "PinproxySpotify",
+                "PinproxyPolicy",
+                "PinproxyTLS",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/StoreBench"
+        ),
         // Helpers shared by the test targets: PKI made with the openssl CLI, child processes, temp dirs.
         .target(
             name: "PinproxyTestSupport",

@@ -99,7 +99,7 @@ extension TokenSession {
 
     private struct EndpointTimeout: Error {}
 
-    /// The endpoint call, abandoned (and cancelled) after `endpointTimeout`.
+    /// The endpoint call, abandoned (and cancelled) after `endpointTimeout` of the injected clock.
     /// Not a task group: a group would wait for a child that ignores cancellation.
     func callEndpoint(_ request: SessionCredentials.Request) async throws -> TokenEndpointResponse {
         let endpoint = self.endpoint
@@ -120,8 +120,12 @@ extension TokenSession {
             let call = Task {
                 do { finish(.success(try await endpoint.requestToken(form: form, basicAuth: basicAuth))) } catch { finish(.failure(error)) }
             }
+            // Measured on the injected clock, as the refresh timers are, so a
+            // test abandons a hung call by advancing its clock, not by waiting.
+            let deadline = self.clock().addingTimeInterval(TimeInterval(timeout.components.seconds)
+                + TimeInterval(timeout.components.attoseconds) / 1e18)
             let timer = Task {
-                try? await Task.sleep(for: timeout)
+                await self.sleep(untilClock: deadline)
                 if !Task.isCancelled { finish(.failure(EndpointTimeout())) }
             }
             tasks.withLockedValue { $0 = (call, timer) }

@@ -216,14 +216,18 @@ public final class TokenSession: Sendable {
         }
     }
 
-    /// Sleeps until the injected clock reaches `until`, in short slices so a
-    /// test clock that jumps ahead is noticed promptly.
-    private func runTimer(until: Date) async {
-        while true {
+    /// Sleeps until the injected clock reaches `until` (or the task is
+    /// cancelled), in short slices so a test clock that jumps ahead is noticed promptly.
+    func sleep(untilClock until: Date) async {
+        while !Task.isCancelled {
             let remaining = until.timeIntervalSince(clock())
-            if remaining <= 0 { break }
+            if remaining <= 0 { return }
             try? await Task.sleep(for: .milliseconds(Int64(min(remaining, 0.25) * 1000) + 1))
         }
+    }
+
+    private func runTimer(until: Date) async {
+        await sleep(untilClock: until)
         let now = clock()
         launch(state.withLockedValue { $0.timerFired(now: now) })
     }

@@ -32,26 +32,14 @@ struct AccountsFaultTests {
             try (accounts.issueRefreshToken() + "\n").write(toFile: tokenFile, atomically: false, encoding: .utf8)
             chmod(tokenFile, 0o600)
             let intermediate = try TestPKI.opensslSPKIPin(pki.intermediateCertificate)
-            let pins = "[{pin: \"\(intermediate)\"}, {pin: \"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\"}]"
+            let pins = Scenario.pins(intermediate, Scenario.backupPin)
             let session = flow == "client_credentials"
                 ? "      flow: client_credentials\n"
                 : "      flow: refresh_token\n      refresh_token_file: \(tokenFile)\n"
-            proxy = try ProxyHarness(policies: """
-                hosts:
-                  - match: accounts.spotify.test
-                    action: intercept
-                    upstream: 127.0.0.1:\(accounts.port)
-                    tls: { ca_file: \(pki.rootCertificate) }
-                    probe_interval: 0
-                    pins: { spki_sha256: \(pins) }
-                  - match: api.spotify.test
-                    action: intercept
-                    upstream: 127.0.0.1:\(api.port)
-                    tls: { ca_file: \(pki.rootCertificate) }
-                    probe_interval: 0
-                    pins: { spki_sha256: \(pins) }
-                    auth: { spotify: app }
-                """, mainConfig: """
+            proxy = try ProxyHarness(policies: Scenario.policies([
+                .intercept("accounts.spotify.test", upstream: .port(accounts.port), pins),
+                .intercept("api.spotify.test", upstream: .port(api.port), pins, "auth: { spotify: app }"),
+            ], caFile: pki.rootCertificate), mainConfig: """
                 network:
                   allow: [127.0.0.0/8]
                 spotify:

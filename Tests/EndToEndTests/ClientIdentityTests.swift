@@ -31,30 +31,12 @@ struct ClientIdentityTests {
             #expect(billingHash.hasPrefix("$pbkdf2-sha256$i=150000$"))
             try dir.write("reports.hash", try Self.passwd(ClientIdentityTests.reportsPassword, ["--iterations", "20000"]) + "\n")
             let pin = try TestPKI.opensslSPKIPin(pki.intermediateCertificate)
-            let pins = "pins: { spki_sha256: [{pin: \"\(pin)\"}, {pin: \"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\"}] }"
-            proxy = try ProxyHarness(policies: """
-                hosts:
-                  - match: accounts.spotify.test
-                    upstream: 127.0.0.1:\(accounts.port)
-                    tls: { ca_file: \(pki.rootCertificate) }
-                    probe_interval: 0
-                    \(pins)
-                  - match: api.spotify.test
-                    upstream: 127.0.0.1:\(api.port)
-                    upgrade_to_tls: true
-                    tls: { ca_file: \(pki.rootCertificate) }
-                    probe_interval: 0
-                    \(pins)
-                    auth: { spotify: app }
-                    clients: [billing]
-                  - match: open.test
-                    upstream: 127.0.0.1:\(upstream.port)
-                    upgrade_to_tls: true
-                    tls: { ca_file: \(pki.rootCertificate) }
-                    probe_interval: 0
-                    \(pins)
-                    clients: [reports, billing]
-                """, mainConfig: """
+            let pins = Scenario.pins(pin, Scenario.backupPin)
+            proxy = try ProxyHarness(policies: Scenario.policies([
+                .intercept("accounts.spotify.test", upstream: .port(accounts.port), pins),
+                .intercept("api.spotify.test", upstream: .port(api.port), "upgrade_to_tls: true", pins, "auth: { spotify: app }", "clients: [billing]"),
+                .intercept("open.test", upstream: .port(upstream.port), "upgrade_to_tls: true", pins, "clients: [reports, billing]"),
+            ], caFile: pki.rootCertificate), mainConfig: """
                 network:
                   allow: [127.0.0.0/8]
                 clients:

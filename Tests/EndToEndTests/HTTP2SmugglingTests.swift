@@ -25,21 +25,11 @@ struct HTTP2SmugglingTests {
             upstream = try ScriptedUpstream(directory: dir, tls: (pki.chainFile, pki.leafKey))
             try dir.write("secret.txt", accounts.clientSecret + "\n")
             // Pinned, so that the token is attached (attach_unpinned is false).
-            let pins = "[{pin: \"\(try TestPKI.opensslSPKIPin(pki.intermediateCertificate))\"}, {pin: \"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\"}]"
-            proxy = try ProxyHarness(policies: """
-                hosts:
-                  - match: accounts.spotify.test
-                    upstream: 127.0.0.1:\(accounts.port)
-                    tls: { ca_file: \(pki.rootCertificate) }
-                    probe_interval: 0
-                    pins: { spki_sha256: \(pins) }
-                  - match: api.smuggle.test
-                    upstream: 127.0.0.1:\(upstream.port)
-                    tls: { ca_file: \(pki.rootCertificate) }
-                    probe_interval: 0
-                    pins: { spki_sha256: \(pins) }
-                    auth: { spotify: app }
-                """, mainConfig: """
+            let pins = Scenario.pins(try TestPKI.opensslSPKIPin(pki.intermediateCertificate), Scenario.backupPin)
+            proxy = try ProxyHarness(policies: Scenario.policies([
+                .intercept("accounts.spotify.test", upstream: .port(accounts.port), pins),
+                .intercept("api.smuggle.test", upstream: .port(upstream.port), pins, "auth: { spotify: app }"),
+            ], caFile: pki.rootCertificate), mainConfig: """
                 network:
                   allow: [127.0.0.0/8]
                 spotify:

@@ -6,38 +6,11 @@ import Testing
 /// a large download to a slow reader, and SIGTERM in the middle of a response.
 @Suite("Limits, streaming and shutdown", .serialized)
 struct LimitsTests {
-    final class Setup: @unchecked Sendable {
-        let dir: TemporaryDirectory
-        let pki: TestPKI
-        let upstream: TestUpstream
-        let proxy: ProxyHarness
-
-        init(extraMain: String = "") async throws {
-            dir = try TemporaryDirectory("pinproxy-limits")
-            pki = try TestPKI.make(in: dir, names: ["api.test", "plain.test"])
-            upstream = try await TestUpstream(chainFile: pki.chainFile, keyFile: pki.leafKey)
-            let policies = """
-            hosts:
-              - match: api.test
-                action: intercept
-                upstream: 127.0.0.1:\(upstream.port)
-                tls: { ca_file: \(pki.rootCertificate) }
-                upgrade_to_tls: true
-                max_upstream_connections: 32
-                queue_timeout: 60s
-            """
-            proxy = try ProxyHarness(policies: policies, mainConfig: """
-                network:
-                  allow: [127.0.0.0/8]
-                limits:
-                  header_timeout: 1s
-                  max_header_bytes: 65536
-                \(extraMain)
-                """, directory: dir)
-        }
+    static let setup = Task {
+        try await Scenario("pinproxy-limits", names: ["api.test", "plain.test"], hosts: [
+            .intercept("api.test", "upgrade_to_tls: true", "max_upstream_connections: 32", "queue_timeout: 60s"),
+        ], mainConfig: "limits:\n  header_timeout: 1s\n  max_header_bytes: 65536\n")
     }
-
-    static let setup = Task { try await Setup() }
 
     @Test func aSlowLorisClientIsClosedAfterTheHeaderTimeout() async throws {
         let s = try await Self.setup.value
@@ -60,6 +33,8 @@ struct LimitsTests {
         let s = try await Self.setup.value
         let client = try RawClient(port: s.proxy.port)
         client.send("GET http://api.test/echo HTTP/1.1\r\nHo")
+        // Pacing, not a wait for an outcome: the rest goes as a later packet, so
+        // the proxy most likely reads the head in two parts.
         usleep(200_000)
         client.send("st: api.test\r\nConnection: close\r\n\r\n")
         let response = client.readToEnd()
@@ -262,7 +237,7 @@ struct LimitsTests {
             Thread {
                 while self.lock.withLock({ self.running }) {
                     if let rss = LimitsTests.residentBytes(pid: pid) { self.lock.withLock { self.peak = max(self.peak, rss) } }
-                    usleep(50_000)
+                    usleep(50_000)  // the sampling period, not a wait
                 }
                 self.done.signal()
             }.start()

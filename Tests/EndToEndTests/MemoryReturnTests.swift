@@ -7,7 +7,10 @@ import Testing
 @Suite("Memory after a burst")
 struct MemoryReturnTests {
     @Test func aDrainedBurstIsFollowedByATrim() throws {
-        let proxy = try ProxyHarness(policies: "hosts: []\n")
+        // The idle clients must stay open until the test closes them: with the
+        // default header_timeout (10 s), opening 300 of them on a loaded machine
+        // could outlast it, and the proxy would drain the burst on its own.
+        let proxy = try ProxyHarness(policies: "hosts: []\n", mainConfig: "limits:\n  header_timeout: 10m\n  idle_timeout: 10m\n")
         let admin = "http://127.0.0.1:\(try proxy.adminPort)"
         func open() throws -> Double? {
             let scrape = try Curl.run("\(admin)/metrics", proxyURL: nil, caFile: nil, directory: proxy.directory)

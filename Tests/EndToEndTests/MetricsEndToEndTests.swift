@@ -12,31 +12,11 @@ struct MetricsEndToEndTests {
         let accounts = try await MockAccounts(chainFile: pki.chainFile, keyFile: pki.leafKey)
         try dir.write("secret.txt", accounts.clientSecret)
         let good = try TestPKI.opensslSPKIPin(pki.intermediateCertificate)
-        let policies = """
-            hosts:
-              - match: good.test
-                action: intercept
-                upstream: 127.0.0.1:\(upstream.port)
-                tls: { ca_file: \(pki.rootCertificate) }
-                probe_interval: 0
-                pins:
-                  spki_sha256: [{pin: "\(good)"}, {pin: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}]
-                auth: { spotify: app }
-              - match: accounts.spotify.test
-                action: intercept
-                upstream: 127.0.0.1:\(accounts.port)
-                tls: { ca_file: \(pki.rootCertificate) }
-                probe_interval: 0
-                pins:
-                  spki_sha256: [{pin: "\(good)"}, {pin: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}]
-              - match: bad.test
-                action: intercept
-                upstream: 127.0.0.1:\(upstream.port)
-                tls: { ca_file: \(pki.rootCertificate) }
-                probe_interval: 0
-                pins:
-                  spki_sha256: [{pin: "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB="}, {pin: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}]
-            """
+        let policies = Scenario.policies([
+            .intercept("good.test", Scenario.pins(good, Scenario.backupPin), "auth: { spotify: app }"),
+            .intercept("accounts.spotify.test", upstream: .port(accounts.port), Scenario.pins(good, Scenario.backupPin)),
+            .intercept("bad.test", Scenario.pins("BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB=", Scenario.backupPin)),
+        ], upstreamPort: upstream.port, caFile: pki.rootCertificate)
         let proxy = try ProxyHarness(policies: policies, mainConfig: """
             network:
               allow: [127.0.0.0/8]

@@ -18,7 +18,7 @@ struct ParentProxyTests {
         init(directory: TemporaryDirectory, connectPorts: [Int], basicAuth: (String, String)? = nil) throws {
             var lastError: any Error = TestSupportError("tinyproxy did not start")
             for attempt in 0..<5 {
-                let port = try Self.freePort()
+                let port = try freePort()
                 var config = "Port \(port)\nListen 127.0.0.1\nTimeout 30\nLogLevel Connect\nMaxClients 20\nAllow 127.0.0.1\n"
                 config += connectPorts.map { "ConnectPort \($0)\n" }.joined()
                 if let (user, password) = basicAuth { config += "BasicAuth \(user) \(password)\n" }
@@ -38,20 +38,6 @@ struct ParentProxyTests {
         deinit { process.stop() }
 
         var log: String { process.outputText }
-
-        static func freePort() throws -> Int {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            defer { close(fd) }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let bound = withUnsafeMutablePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-            }
-            guard bound else { throw TestSupportError("no free port") }
-            return Int(UInt16(bigEndian: address.sin_port))
-        }
 
         static func accepts(_ port: Int) -> Bool {
             (try? RawClient(port: port)).map { $0.closeNow(); return true } ?? false

@@ -10,13 +10,7 @@ struct PlainAccountsTests {
         let dir = try TemporaryDirectory("pinproxy-accounts")
         let secret = "do-not-print-\(UUID().uuidString.prefix(8))"
         try dir.write("etc/pinproxy.yaml", """
-            listen: 127.0.0.1:0
-            admin:
-              listen: 127.0.0.1:0
-            ca:
-              cert: ../state/ca.pem
-              key: ../state/ca-key.pem
-            policies: policies
+            \(ProxyHarness.baseMainConfig)
             spotify:
               accounts: http://127.0.0.1:9
               sessions:

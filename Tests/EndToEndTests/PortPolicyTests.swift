@@ -9,42 +9,16 @@ import Testing
 /// `upstream:` dials.
 @Suite("Policy ports", .serialized)
 struct PortPolicyTests {
-    final class Setup: @unchecked Sendable {
-        let dir: TemporaryDirectory
-        let pki: TestPKI
-        let upstream: TestUpstream
-        let proxy: ProxyHarness
-
-        init() async throws {
-            dir = try TemporaryDirectory("pinproxy-ports")
-            pki = try TestPKI.make(in: dir, names: ["api.test", "alt.test", "tunnel.test"])
-            upstream = try await TestUpstream(chainFile: pki.chainFile, keyFile: pki.leafKey)
-            proxy = try ProxyHarness(policies: """
-                hosts:
-                  - match: api.test
-                    upstream: 127.0.0.1:\(upstream.port)
-                    upgrade_to_tls: true
-                    tls: { ca_file: \(pki.rootCertificate) }
-                    probe_interval: 0
-                  - match: alt.test
-                    ports: [8443]
-                    upstream: 127.0.0.1:\(upstream.port)
-                    upgrade_to_tls: true
-                    tls: { ca_file: \(pki.rootCertificate) }
-                    probe_interval: 0
-                  - match: tunnel.test
-                    action: tunnel
-                    upstream: 127.0.0.1:\(upstream.port)
-                """, mainConfig: "network:\n  allow: [127.0.0.0/8]\n", directory: dir)
-        }
-
-        func curl(_ url: String, caFile: String? = nil) throws -> CurlResult {
-            try Curl.run(url, proxy: proxy, caFile: caFile, directory: dir)
-        }
+    static func setup() async throws -> Scenario {
+        try await Scenario("pinproxy-ports", names: ["api.test", "alt.test", "tunnel.test"], hosts: [
+            .intercept("api.test", "upgrade_to_tls: true"),
+            .intercept("alt.test", "ports: [8443]", "upgrade_to_tls: true"),
+            .tunnel("tunnel.test"),
+        ])
     }
 
     @Test func theDefaultPortsAre443ForCONNECTAnd80Or443ForHTTP() async throws {
-        let s = try await Setup()
+        let s = try await Self.setup()
         let served = try s.curl("https://api.test/")
         #expect(served.status == 200, "\(served.stderr) \(served.body)")
         #expect(try s.curl("http://api.test/").status == 200)
@@ -72,7 +46,7 @@ struct PortPolicyTests {
     }
 
     @Test func portsReplacesTheDefaultsForBothForms() async throws {
-        let s = try await Setup()
+        let s = try await Self.setup()
         // `upstream:` dials the test server; the port asked for is what `ports:` judges.
         let served = try s.curl("https://alt.test:8443/")
         #expect(served.status == 200, "\(served.stderr) \(served.body)")

@@ -6,48 +6,17 @@ import Testing
 /// queueing and timeouts, and reloads retiring pooled connections.
 @Suite("HTTP semantics through the proxy", .serialized)
 struct ProtocolTests {
-    final class Setup: @unchecked Sendable {
-        let dir: TemporaryDirectory
-        let pki: TestPKI
-        let upstream: TestUpstream
-        let proxy: ProxyHarness
-
-        init() async throws {
-            dir = try TemporaryDirectory("pinproxy-protocol")
-            pki = try TestPKI.make(in: dir, names: ["api.test", "queue.test", "timeout.test", "reload.test"])
-            upstream = try await TestUpstream(chainFile: pki.chainFile, keyFile: pki.leafKey)
-            let ca = pki.rootCertificate
-            try dir.write("etc/policies/reload.yaml", """
-                hosts:
-                  - match: reload.test
-                    action: intercept
-                    upstream: 127.0.0.1:\(upstream.port)
-                    tls: { ca_file: \(ca) }
-                    probe_interval: 0
-                """)
-            proxy = try ProxyHarness(policies: """
-                hosts:
-                  - match: api.test
-                    action: intercept
-                    upgrade_to_tls: true
-                    upstream: 127.0.0.1:\(upstream.port)
-                    tls: { ca_file: \(ca) }
-                  - match: queue.test
-                    action: intercept
-                    upstream: 127.0.0.1:\(upstream.port)
-                    tls: { ca_file: \(ca) }
-                    max_upstream_connections: 1
-                    queue_timeout: 1s
-                  - match: timeout.test
-                    action: intercept
-                    upstream: 127.0.0.1:\(upstream.port)
-                    tls: { ca_file: \(ca) }
-                    response_timeout: 1s
-                """, mainConfig: "network:\n  allow: [127.0.0.0/8]\n", directory: dir)
+    static let setup = Task {
+        try await Scenario("pinproxy-protocol", names: ["api.test", "queue.test", "timeout.test", "reload.test"], hosts: [
+            .intercept("api.test", "upgrade_to_tls: true"),
+            .intercept("queue.test", "max_upstream_connections: 1", "queue_timeout: 1s"),
+            .intercept("timeout.test", "response_timeout: 1s"),
+        ]) { dir, pki, upstream in
+            // A second policy file, rewritten by the reload test.
+            try dir.write("etc/policies/reload.yaml", Scenario.policies([.intercept("reload.test")],
+                                                                        upstreamPort: upstream.port, caFile: pki.rootCertificate))
         }
     }
-
-    static let setup = Task { try await Setup() }
 
     @Test(arguments: [
         ("both lengths", "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
@@ -90,7 +59,7 @@ struct ProtocolTests {
         client.send("GET http://api.test/slow/300 HTTP/1.1\r\nHost: api.test\r\n\r\n" +
                     "GET http://api.test/echo-first HTTP/1.1\r\nHost: api.test\r\n\r\n" +
                     "GET http://api.test/echo-second HTTP/1.1\r\nHost: api.test\r\n\r\n")
-        usleep(100_000)  // a later packet, while the slow response is still pending
+        usleep(100_000)  // pacing, not a wait: a later packet, while the slow (300 ms) response is still pending
         client.send("GET http://api.test/echo-third HTTP/1.1\r\nHost: api.test\r\nConnection: close\r\n\r\n")
         let text = client.readToEnd()
         let statuses = text.components(separatedBy: "HTTP/1.1 200 OK").count - 1

@@ -17,43 +17,26 @@ struct SecurityRegressionTests {
         let blackhole: Blackhole
         let proxy: ProxyHarness
 
+        /// One value of the proxy's `/metrics`.
+        func metric(_ name: String, _ labels: [String: String]) throws -> Double? {
+            let scrape = try Curl.run("http://127.0.0.1:\(try proxy.adminPort)/metrics", proxyURL: nil, caFile: nil, directory: dir)
+            return try PrometheusText(parsing: scrape.body).value(name, labels)
+        }
+
         init() async throws {
             dir = try TemporaryDirectory("pinproxy-security")
             pki = try TestPKI.make(in: dir, names: ["api.test"])
             upstream = try await TestUpstream(chainFile: pki.chainFile, keyFile: pki.leafKey)
             scripted = try ScriptedUpstream(directory: dir)
             blackhole = try Blackhole()
-            proxy = try ProxyHarness(policies: """
-                hosts:
-                  - match: api.test
-                    action: intercept
-                    upgrade_to_tls: true
-                    upstream: 127.0.0.1:\(upstream.port)
-                    tls: { ca_file: \(pki.rootCertificate) }
-                    probe_interval: 0
-                  - match: plain.test
-                    action: tunnel
-                    upstream: 127.0.0.1:\(scripted.port)
-                    response_timeout: 1s
-                  - match: slot.test
-                    action: tunnel
-                    upstream: 127.0.0.1:\(scripted.port)
-                    max_upstream_connections: 1
-                    queue_timeout: 20s
-                  - match: hole.test
-                    action: tunnel
-                    upstream: 127.0.0.1:\(blackhole.port)
-                    connect_timeout: 1s
-                    retries: 0
-                  - match: 127.0.0.1
-                    action: deny
-                """, mainConfig: """
-                default_action: tunnel
-                network:
-                  allow: [127.0.0.0/8]
-                limits:
-                  idle_timeout: 2s
-                """, directory: dir)
+            proxy = try ProxyHarness(policies: Scenario.policies([
+                .intercept("api.test", "upgrade_to_tls: true"),
+                .tunnel("plain.test", upstream: .port(scripted.port), "response_timeout: 1s"),
+                .tunnel("slot.test", upstream: .port(scripted.port), "max_upstream_connections: 1", "queue_timeout: 20s"),
+                .tunnel("hole.test", upstream: .port(blackhole.port), "connect_timeout: 1s", "retries: 0"),
+                .deny("127.0.0.1"),
+            ], upstreamPort: upstream.port, caFile: pki.rootCertificate),
+            mainConfig: "default_action: tunnel\n" + Scenario.loopbackAllowed + "limits:\n  idle_timeout: 2s\n", directory: dir)
         }
     }
 
@@ -188,7 +171,13 @@ struct SecurityRegressionTests {
         client.send("POST http://plain.test\(path)-post HTTP/1.1\r\nHost: plain.test\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
         let text = client.readToEnd()
         #expect(text.hasPrefix("HTTP/1.1 502"), "\(text.prefix(300))")
-        try await Task.sleep(for: .milliseconds(300))
+        // A resend would have gone out before the 502. A later request seen by
+        // the upstream proves that whatever pinproxy sent before it has arrived.
+        let marker = "/marker-\(UUID().uuidString)"
+        let after = try RawClient(port: s.proxy.port)
+        after.send("GET http://plain.test\(marker) HTTP/1.1\r\nHost: plain.test\r\nConnection: close\r\n\r\n")
+        _ = after.readToEnd()
+        #expect(pollUntil { s.scripted.count("GET \(marker)") == 1 }, "\(s.scripted.requests)")
         #expect(s.scripted.count("POST \(path)-post") == 1, "\(s.scripted.requests)")
     }
 
@@ -212,7 +201,8 @@ struct SecurityRegressionTests {
         let s = try await Self.setup.value
         let staller = try RawClient(port: s.proxy.port)
         staller.send("POST http://slot.test/stalled HTTP/1.1\r\nHost: slot.test\r\nContent-Length: 1000\r\n\r\n0123456789")
-        try await Task.sleep(for: .milliseconds(300))  // it holds slot.test's only upstream connection
+        // It holds slot.test's only upstream connection once the gauge says so.
+        #expect(try pollUntil { try s.metric("pinproxy_upstream_connections", ["host": "slot.test"]) == 1 })
         let other = try Curl.run("http://slot.test/served", proxy: s.proxy, extra: ["--max-time", "30"], directory: s.dir)
         #expect(other.status == 200, "served once the stalled body was cut: \(other.status) \(other.body)")
         let text = staller.readToEnd()
@@ -226,14 +216,24 @@ struct SecurityRegressionTests {
         let s = try await Self.setup.value
         let client = try RawClient(port: s.proxy.port)
         client.send("CONNECT hole.test:443 HTTP/1.1\r\nHost: hole.test:443\r\n\r\n")
+        // Pacing, not a wait for an outcome: the app leaves while the dial
+        // (to a port that never answers, 1 s connect_timeout) is under way.
         try await Task.sleep(for: .milliseconds(300))
         client.closeNow()
         let logged = pollUntil(timeout: 10) { s.proxy.accessLog.contains { ($0["host"] as? String) == "hole.test" } }
         #expect(logged)
-        try await Task.sleep(for: .seconds(2))  // past connect_timeout: the dial has failed by now
+        // A second CONNECT, started after the first's dial and with the same
+        // connect_timeout, is answered once its own dial has timed out: by then
+        // the first dial has ended too, and any second line for it is written.
+        let later = try RawClient(port: s.proxy.port)
+        later.send("CONNECT hole.test:443 HTTP/1.1\r\nHost: hole.test:443\r\n\r\n")
+        let answer = later.readResponse().head
+        #expect(!answer.isEmpty && !answer.hasPrefix("HTTP/1.1 200"), "\(answer)")
+        later.closeNow()
+        #expect(pollUntil { s.proxy.accessLog.filter { ($0["host"] as? String) == "hole.test" }.count >= 2 })
         let lines = s.proxy.accessLog.filter { ($0["host"] as? String) == "hole.test" }
-        #expect(lines.count == 1, "\(lines)")
-        #expect(lines.first?["status"] as? Int == 499)
+        #expect(lines.count == 2, "\(lines)")
+        #expect(lines.filter { $0["status"] as? Int == 499 }.count == 1, "the abandoned CONNECT is one line: \(lines)")
     }
 }
 
@@ -269,6 +269,8 @@ final class Blackhole: @unchecked Sendable {
             fillers.append(fd)
         }
         self.fillers = fillers
+        // Pacing for the kernel: the fillers' handshakes land in the queue (a
+        // poll cannot see it: past the first, their connects stay in progress).
         usleep(200_000)
     }
 

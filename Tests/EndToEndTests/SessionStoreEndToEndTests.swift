@@ -142,7 +142,7 @@ struct SessionStoreEndToEndTests {
     /// session with no refresh_token_file, refused (503) by both replicas until
     /// then, serves on both afterwards without a restart.
     @Test func loginWritesIntoTheStoreAndEveryReplicaServesWithIt() async throws {
-        let loginPort = try PostgresServer.freePort()
+        let loginPort = try freePort()
         let cluster = try await SessionStoreCluster(replicas: 2, refreshTokenFile: false, loginPort: loginPort) {
             $0.update { $0.rotateRefreshTokens = true }
         }

@@ -24,32 +24,15 @@ struct SpotifyLoginTests {
             api = try await MockWebAPI(chainFile: pki.chainFile, keyFile: pki.leafKey, accounts: accounts)
             try dir.write("secret.txt", accounts.clientSecret + "\n")
             tokenFile = dir.file("user.token")
-            loginPort = try Self.unusedPort()
-            let pins = "[{pin: \"\(try TestPKI.opensslSPKIPin(pki.intermediateCertificate))\"}, {pin: \"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\"}]"
-            policies = """
-                hosts:
-                  - match: accounts.spotify.test
-                    action: intercept
-                    upstream: 127.0.0.1:\(accounts.port)
-                    tls: { ca_file: \(pki.rootCertificate) }
-                    probe_interval: 0
-                    pins: { spki_sha256: \(accountsPinned ? pins : "[{pin: \"BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB=\"}, {pin: \"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\"}]") }
-                  - match: api.spotify.test
-                    action: intercept
-                    upstream: 127.0.0.1:\(api.port)
-                    tls: { ca_file: \(pki.rootCertificate) }
-                    probe_interval: 0
-                    pins: { spki_sha256: \(pins) }
-                    auth: { spotify: user }
-                """
+            loginPort = try freePort()
+            let pins = Scenario.pins(try TestPKI.opensslSPKIPin(pki.intermediateCertificate), Scenario.backupPin)
+            let accountsPins = accountsPinned ? pins : Scenario.pins("BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB=", Scenario.backupPin)
+            policies = Scenario.policies([
+                .intercept("accounts.spotify.test", upstream: .port(accounts.port), accountsPins),
+                .intercept("api.spotify.test", upstream: .port(api.port), pins, "auth: { spotify: user }"),
+            ], caFile: pki.rootCertificate)
             mainConfig = """
-                listen: 127.0.0.1:0
-                admin:
-                  listen: 127.0.0.1:0
-                ca:
-                  cert: ../state/ca.pem
-                  key: ../state/ca-key.pem
-                policies: policies
+                \(ProxyHarness.baseMainConfig)
                 network:
                   allow: [127.0.0.0/8]
                 spotify:
@@ -82,20 +65,6 @@ struct SpotifyLoginTests {
         func browse(_ url: String) throws -> CurlResult {
             try Curl.run(url, proxyURL: nil, caFile: pki.rootCertificate,
                          extra: ["-L", "--connect-to", "accounts.spotify.test:443:127.0.0.1:\(accounts.port)"], directory: dir)
-        }
-
-        static func unusedPort() throws -> Int {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            defer { close(fd) }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let ok = withUnsafeMutablePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-            }
-            guard ok else { throw TestSupportError("cannot find a free port") }
-            return Int(UInt16(bigEndian: address.sin_port))
         }
     }
 

@@ -24,15 +24,9 @@ struct SwapEndToEndTests {
             try dir.write("swap.key", Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString() + "\n")
             try dir.write("legacy.secret", "secret\n")
             let intermediate = try TestPKI.opensslSPKIPin(pki.intermediateCertificate)
-            proxy = try ProxyHarness(policies: """
-                hosts:
-                  - match: accounts.spotify.test
-                    action: intercept
-                    upstream: 127.0.0.1:\(accounts.port)
-                    tls: { ca_file: \(pki.rootCertificate) }
-                    probe_interval: 0
-                    pins: { spki_sha256: [{pin: "\(intermediate)"}, {pin: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}] }
-                """, mainConfig: """
+            proxy = try ProxyHarness(policies: Scenario.policies([
+                .intercept("accounts.spotify.test", upstream: .port(accounts.port), Scenario.pins(intermediate, Scenario.backupPin)),
+            ], caFile: pki.rootCertificate), mainConfig: """
                 network:
                   allow: [127.0.0.0/8]
                 spotify:

@@ -47,13 +47,7 @@ struct SystemdTests {
         let name = abstract ? "@pinproxy-notify-\(UUID().uuidString.prefix(8))" : dir.file("notify.sock")
         let socket = try NotifySocket(name)
         try dir.write("etc/pinproxy.yaml", """
-            listen: 127.0.0.1:0
-            admin:
-              listen: 127.0.0.1:0
-            ca:
-              cert: ../state/ca.pem
-              key: ../state/ca-key.pem
-            policies: policies
+            \(ProxyHarness.baseMainConfig)
             """)
         try dir.write("etc/policies/p.yaml", "hosts:\n  - match: example.test\n")
         var environment = ProcessInfo.processInfo.environment

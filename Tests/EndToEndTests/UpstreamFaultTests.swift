@@ -20,15 +20,9 @@ struct UpstreamFaultTests {
             dir = try TemporaryDirectory("pinproxy-faults")
             pki = try TestPKI.make(in: dir, names: ["faults.test"])
             upstream = try ScriptedUpstream(directory: dir, tls: (pki.chainFile, pki.leafKey))
-            proxy = try ProxyHarness(policies: """
-                hosts:
-                  - match: faults.test
-                    action: intercept
-                    upstream: 127.0.0.1:\(upstream.port)
-                    tls: { ca_file: \(pki.rootCertificate) }
-                    probe_interval: 0
-                    response_timeout: 1s
-                """, mainConfig: "network:\n  allow: [127.0.0.0/8]\n", directory: dir)
+            proxy = try ProxyHarness(policies: Scenario.policies([
+                .intercept("faults.test", upstream: .port(upstream.port), "response_timeout: 1s"),
+            ], caFile: pki.rootCertificate), mainConfig: Scenario.loopbackAllowed, directory: dir)
         }
 
         func get(_ paths: [String], timeout: Double = 30) throws -> ProxiedTLSClient.Result {

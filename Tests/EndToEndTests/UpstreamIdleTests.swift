@@ -8,24 +8,15 @@ import Testing
 @Suite("Idle pooled upstream connections", .serialized)
 struct UpstreamIdleTests {
     final class Setup: @unchecked Sendable {
-        let dir: TemporaryDirectory
-        let upstream: TestUpstream
-        let proxy: ProxyHarness
+        let scenario: Scenario
+        var dir: TemporaryDirectory { scenario.dir }
+        var upstream: TestUpstream { scenario.upstream }
+        var proxy: ProxyHarness { scenario.proxy }
         let admin: String
 
         init(name: String, limits: String = "") async throws {
-            dir = try TemporaryDirectory("pinproxy-idle")
-            let pki = try TestPKI.make(in: dir, names: [name])
-            upstream = try await TestUpstream(chainFile: pki.chainFile, keyFile: pki.leafKey)
-            proxy = try ProxyHarness(policies: """
-                hosts:
-                  - match: \(name)
-                    action: intercept
-                    upstream: 127.0.0.1:\(upstream.port)
-                    tls: { ca_file: \(pki.rootCertificate) }
-                    probe_interval: 0
-                """, mainConfig: "network:\n  allow: [127.0.0.0/8]\n" + limits, directory: dir)
-            admin = "http://127.0.0.1:\(try proxy.adminPort)"
+            scenario = try await Scenario("pinproxy-idle", names: [name], hosts: [.intercept(name)], mainConfig: limits)
+            admin = "http://127.0.0.1:\(try scenario.proxy.adminPort)"
         }
 
         /// `pinproxy_upstream_connections{host=…}` as /metrics says it now.

@@ -76,8 +76,11 @@ struct AdminResponse: Sendable {
     }
 }
 
-/// Runs curl on NIO's thread pool: a blocking wait on the cooperative pool
-/// (two threads on a two-core machine) would starve the server under test.
+/// Runs curl on a thread of its own. Not the cooperative pool (two threads on a
+/// two-core machine): a blocking wait there would starve the server under test.
+/// Not NIO's thread pool either: `POST /reload` runs there, so curls waiting
+/// for reloads from tests running side by side could hold every one of its
+/// threads and wait for a reload that cannot start.
 struct AdminClient: Sendable {
     var base: String
 
@@ -86,7 +89,9 @@ struct AdminClient: Sendable {
 
     func request(_ method: String, _ path: String) async throws -> AdminResponse {
         let base = self.base
-        return try await NIOThreadPool.singleton.runIfActive { try Self.exchange(base, method, path) }
+        return try await withCheckedThrowingContinuation { continuation in
+            Thread { continuation.resume(with: Result { try Self.exchange(base, method, path) }) }.start()
+        }
     }
 
     private static func exchange(_ base: String, _ method: String, _ path: String) throws -> AdminResponse {

@@ -1,6 +1,6 @@
 import Foundation
 import NIOConcurrencyHelpers
-import PinproxyPolicy
+@testable import PinproxyPolicy
 import Testing
 
 /// A policy file rewritten in place is empty or half written for a moment.
@@ -68,84 +68,62 @@ struct PolicyRewriteTests {
 
     /// The shape of the reported fail-open: the file truncated in place, left
     /// empty for longer than a poll, then written again. At no moment may the
-    /// serving set lack the file's hosts.
-    @Test func aFileTruncatedInPlaceIsNeverServedEmpty() async throws {
+    /// serving set lack the file's hosts. The watcher is stepped poll by poll.
+    @Test func aFileTruncatedInPlaceIsNeverServedEmpty() throws {
         let tree = try ConfigTree(policies: ["p.yaml": Self.valid])
         let store = try PolicyStore.load(tree.loader()).get()
         let served = NIOLockedValueBox<[(ReloadInfo.Result, Bool)]>([])
         store.addObserver { event in
             served.withLockedValue { $0.append((event.info.result, event.current.policy(forHost: "a.example.com") != nil)) }
         }
-        let watcher = PolicyFileWatcher(store: store, interval: .milliseconds(100))
-        let task = Task { try await watcher.run() }
-        defer { task.cancel() }
-        try await Task.sleep(for: .milliseconds(250))
+        let watcher = PolicyFileWatcher(store: store)
+        var change = SettledChange(applied: watcher.fingerprint())
 
         let path = tree.root + "/policies/p.yaml"
         let fd = open(path, O_WRONLY | O_TRUNC)
         #expect(fd >= 0)
-        // Left empty until the watcher has seen it settle and failed to load
-        // it (several polls; longer on a loaded machine).
-        var reported = false
-        for _ in 0..<100 where !reported {
-            try await Task.sleep(for: .milliseconds(100))
-            reported = served.withLockedValue { $0.contains { $0.0 == .failure } }
-        }
+        // Left empty until the watcher has seen it settle and failed to load it.
+        #expect(watcher.poll(&change) == .settling)
+        #expect(watcher.poll(&change) == .reload)
+        #expect(served.withLockedValue { $0.map(\.0) } == [.failure], "the settled empty file is a failed reload")
+        #expect(watcher.poll(&change) == .unchanged, "a failed file is not retried until it changes")
         let rewritten = Self.valid + "  - {match: c.example.com, action: deny}\n"
         _ = rewritten.utf8CString.withUnsafeBufferPointer { write(fd, $0.baseAddress, $0.count - 1) }
         close(fd)
 
-        var live = false
-        for _ in 0..<100 where !live {
-            try await Task.sleep(for: .milliseconds(100))
-            live = store.snapshot.policy(forHost: "c.example.com") != nil
-        }
-        #expect(live, "the rewritten file was not live within 10 s")
+        #expect(watcher.poll(&change) == .settling)
+        #expect(watcher.poll(&change) == .reload)
+        #expect(store.snapshot.policy(forHost: "c.example.com") != nil, "the rewritten file is live")
         let events = served.withLockedValue { $0 }
+        #expect(events.map(\.0) == [.failure, .success])
         #expect(events.allSatisfy { $0.1 }, "a reload served a set without the file's hosts: \(events)")
-        #expect(reported, "the empty file was not reported as a failed reload within 10 s: \(events)")
     }
 
     /// A writer that keeps rewriting a file (a slow deploy, an editor saving
     /// in chunks) is not followed write by write: nothing is reloaded until
-    /// the file has stopped changing, then the final content is.
-    @Test func aFileStillBeingWrittenIsNotReloadedUntilItSettles() async throws {
+    /// the file has stopped changing, then the final content is. Each round
+    /// writes between two polls, as a writer slower than the poll interval does.
+    @Test func aFileStillBeingWrittenIsNotReloadedUntilItSettles() throws {
         let tree = try ConfigTree(policies: ["p.yaml": Self.valid])
         let store = try PolicyStore.load(tree.loader()).get()
         let reloads = NIOLockedValueBox(0)
         store.addObserver { _ in reloads.withLockedValue { $0 += 1 } }
-        let watcher = PolicyFileWatcher(store: store, interval: .milliseconds(400))
-        let task = Task { try await watcher.run() }
-        defer { task.cancel() }
-        try await Task.sleep(for: .milliseconds(500))
+        let watcher = PolicyFileWatcher(store: store)
+        var change = SettledChange(applied: watcher.fingerprint())
 
-        // Rewritten in place every 20 ms for 2 s, on a thread of its own so
-        // the writes keep coming whatever the test pool is doing.
         let path = tree.root + "/policies/p.yaml"
-        let lastHost = NIOLockedValueBox("")
-        let writer = Thread {
-            let deadline = Date().addingTimeInterval(2)
-            var round = 0
-            while Date() < deadline {
-                round += 1
-                let host = "w\(round).example.com"
-                try? (Self.valid + "  - {match: \(host), action: deny}\n").write(toFile: path, atomically: false, encoding: .utf8)
-                lastHost.withLockedValue { $0 = host }
-                usleep(20_000)
-            }
+        var last = ""
+        for round in 1...20 {
+            last = "w\(round).example.com"
+            try (Self.valid + "  - {match: \(last), action: deny}\n").write(toFile: path, atomically: false, encoding: .utf8)
+            #expect(watcher.poll(&change) == .settling, "round \(round)")
         }
-        writer.start()
-        try await Task.sleep(for: .milliseconds(1800))
+        // Twenty polls have passed, each seeing the file still moving.
         #expect(reloads.withLockedValue { $0 } == 0, "reloaded while the file was still being written")
-        while writer.isExecuting { try await Task.sleep(for: .milliseconds(50)) }
 
-        let last = lastHost.withLockedValue { $0 }
-        var live = false
-        for _ in 0..<100 where !live {
-            try await Task.sleep(for: .milliseconds(100))
-            live = store.snapshot.policy(forHost: last) != nil
-        }
-        #expect(live, "the settled file (last host \(last)) was not live within 10 s")
+        #expect(watcher.poll(&change) == .reload)
+        #expect(store.snapshot.policy(forHost: last) != nil, "the settled file (last host \(last)) is live")
         #expect(store.lastReload?.result == .success)
+        #expect(reloads.withLockedValue { $0 } == 1)
     }
 }

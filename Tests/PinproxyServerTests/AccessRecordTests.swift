@@ -168,6 +168,7 @@ struct AccessRecordTests {
             // The wall clock's reading when rendered (a stale second or a wrong field is off by a second or more).
             #expect(date.timeIntervalSince(before) > -0.25, "ts \(ts) is before the call (\(before))")
             #expect(date.timeIntervalSince(Date()) < 0.25, "ts \(ts) is after the call")
+            // Pacing, not a wait: 50 lines spread over 1.5 s cross a second boundary.
             usleep(30_000)
         }
     }

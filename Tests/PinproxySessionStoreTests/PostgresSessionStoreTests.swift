@@ -47,19 +47,10 @@ struct PostgresSessionStoreTests {
         let tasks = stores.map { store in Task { try await store.run() } }
         defer { tasks.forEach { $0.cancel() } }
         for store in stores {
-            let up = await pollAsync { store.isUp }
+            let up = await pollUntilAsync { store.isUp }
             #expect(up, "store reached PostgreSQL: \(logs.all)")
         }
         return try await body(stores)
-    }
-
-    static func pollAsync(_ condition: () async -> Bool) async -> Bool {
-        let deadline = Date().addingTimeInterval(30)
-        while Date() < deadline {
-            if await condition() { return true }
-            try? await Task.sleep(for: .milliseconds(50))
-        }
-        return await condition()
     }
 
     @Test func threeStoresStartingAtOnceCreateTheTableOnce() async throws {
@@ -83,6 +74,7 @@ struct PostgresSessionStoreTests {
                     group.addTask {
                         try await stores[index % 2].withLockedSession(session: "app") { row -> (write: StoredSession?, result: Void) in
                             inside.withLockedValue { $0.now += 1; $0.most = max($0.most, $0.now) }
+                            // Holds the lock a moment (work, not a wait): a second holder would overlap it.
                             try? await Task.sleep(for: .milliseconds(30))
                             inside.withLockedValue { $0.now -= 1 }
                             var next = row

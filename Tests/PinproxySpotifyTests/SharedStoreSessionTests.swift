@@ -169,13 +169,3 @@ struct SharedStoreSessionTests {
         #expect(store.rows.withLockedValue { $0["app"]?.generation } == 3)
     }
 }
-
-/// Polls an async condition for at most 20 s (an upper bound, never a speed check).
-func pollUntilAsync(_ condition: () async throws -> Bool) async rethrows -> Bool {
-    let deadline = Date().addingTimeInterval(20)
-    while Date() < deadline {
-        if try await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return try await condition()
-}

@@ -74,7 +74,9 @@ final class FakeTokenEndpoint: TokenEndpoint, Sendable {
             return state.script.isEmpty ? state.fallback : state.script.removeFirst()
         }
         defer { state.withLockedValue { $0.inFlight -= 1 } }
+        // The fake's latency, not a wait in a test: callers see a slow endpoint.
         if delay > .zero { try await Task.sleep(for: delay) }
+        // Unanswered while held; cancellation (an abandoned call) ends the wait by throwing.
         while state.withLockedValue({ $0.held }) { try await Task.sleep(for: .milliseconds(5)) }
         switch reply {
         case .grant(let expiresIn, let rotate):
@@ -166,19 +168,6 @@ func session(_ flow: SpotifySession.Flow = .clientCredentials, secret: SecretSou
              refreshTokenFile: String? = nil, refreshBefore: Duration = .seconds(300)) -> SpotifySession {
     SpotifySession(name: "app", flow: flow, clientID: "client-id-1", clientSecret: secret,
                    refreshTokenFile: refreshTokenFile, refreshBefore: refreshBefore)
-}
-
-/// Polls `condition` until it holds or `timeout` passes.
-/// An upper bound, never a speed requirement: the end-to-end suites running
-/// beside these tests block the cooperative pool's threads in synchronous
-/// waits (curl, child processes) for seconds at a time on a 2-core machine.
-func eventually(timeout: Duration = .seconds(30), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    return condition()
 }
 
 func fileBytes(_ path: String) -> [UInt8] {

@@ -79,11 +79,11 @@ struct TokenSessionTests {
             let served = try await tokens.token(timeout: .seconds(30))
             #expect(served.generation == 1)
         }
-        #expect(await eventually { endpoint.callCount == 2 })
+        #expect(await pollUntilAsync { endpoint.callCount == 2 })
         #expect(endpoint.callCount == 2)
         #expect(endpoint.maxConcurrentCalls == 1)
         endpoint.release()
-        #expect(await eventually { tokens.state.withLockedValue { $0.cached?.generation } == 2 })
+        #expect(await pollUntilAsync { tokens.state.withLockedValue { $0.cached?.generation } == 2 })
         clock.advance(by: 300)  // past the first token's expiry
         let after = try await tokens.token(timeout: .seconds(20))
         #expect(after.generation == 2)
@@ -97,22 +97,20 @@ struct TokenSessionTests {
         clock.advance(by: 3400)  // past the soft deadline (3600 s lifetime, 5 m ahead)
         endpoint.script(.status(429, json: "{}", headers: [("Retry-After", "2")]))
         #expect(try await tokens.token(timeout: .seconds(20)).generation == 1)
-        #expect(await eventually { recorder.results.count == 2 })
+        #expect(await pollUntilAsync { recorder.results.count == 2 })
         #expect(recorder.results == [.success, .rateLimited])
-        // Longer than any first jittered backoff (≤ 1 s): only Retry-After holds the retry back.
-        // The test clock runs in real time, so on a loaded machine the retry may come
-        // inside this loop: the cached token serves until then, and the recorded call
-        // times below prove the retry waited for Retry-After.
+        // The cached token serves while the retry waits. The test clock runs in
+        // real time too, so on a loaded machine the retry may already have come:
+        // the recorded call times below prove it waited for Retry-After.
         for _ in 0..<12 {
             let generation = try await tokens.token(timeout: .seconds(20)).generation
             #expect(generation == 1 || endpoint.callCount >= 3, "a new token only after the retry")
-            try await Task.sleep(for: .milliseconds(100))
         }
-        clock.advance(by: 1)
-        #expect(await eventually { endpoint.callCount == 3 })
+        clock.advance(by: 2)  // past Retry-After, which is longer than any first jittered backoff (≤ 1 s)
+        #expect(await pollUntilAsync { endpoint.callCount == 3 })
         let calls = endpoint.calls
         #expect(calls[2].at.timeIntervalSince(calls[1].at) >= 2)
-        #expect(await eventually { tokens.state.withLockedValue { $0.cached?.generation } == 2 })
+        #expect(await pollUntilAsync { tokens.state.withLockedValue { $0.cached?.generation } == 2 })
     }
 
     @Test func failedRefreshBacksOffAndRetriesWhileTheCachedTokenServes() async throws {
@@ -123,7 +121,7 @@ struct TokenSessionTests {
         endpoint.script(.status(500, json: "{}"), .unreachable)
         #expect(try await tokens.token(timeout: .seconds(20)).generation == 1)
         // Each retry only after its jittered backoff (≤ 1 s, then ≤ 2 s of the clock).
-        #expect(await eventually(timeout: .seconds(30)) { recorder.results.count == 4 })
+        #expect(await pollUntilAsync(timeout: 30) { recorder.results.count == 4 })
         #expect(recorder.results == [.success, .failure, .failure, .success])
         #expect(endpoint.callCount == 4)
         #expect(try await tokens.token(timeout: .seconds(20)).generation == 2)
@@ -160,13 +158,16 @@ struct TokenSessionTests {
         for _ in 0..<20 {
             await #expect(throws: TokenError.invalidClient) { try await tokens.token(timeout: .seconds(20)) }
         }
-        try await Task.sleep(for: .milliseconds(500))
+        // Half the minute passes on the clock (real time passes too, so not all
+        // of it): a caller then still fails fast, without a call.
+        clock.advance(by: 30)
+        await #expect(throws: TokenError.invalidClient) { try await tokens.token(timeout: .seconds(20)) }
         #expect(endpoint.callCount == 1)
         #expect(tokens.status == .misconfigured(reason: "invalid_client"))
         #expect(recorder.results == [.invalidClient])
         #expect(logs.all.filter { $0.hasPrefix("error") && $0.contains("invalid_client") }.count == 1)
         // A minute later one call is allowed, then fail fast again.
-        clock.advance(by: 61)
+        clock.advance(by: 31)
         await #expect(throws: TokenError.invalidClient) { try await tokens.token(timeout: .seconds(20)) }
         await #expect(throws: TokenError.invalidClient) { try await tokens.token(timeout: .seconds(20)) }
         #expect(endpoint.callCount == 2)
@@ -289,11 +290,16 @@ struct TokenSessionTests {
     @Test func aHungTokenCallIsAbandonedAndRetried() async throws {
         let endpoint = FakeTokenEndpoint(clock: clock)
         endpoint.hold()
+        // The endpoint timeout runs on the injected clock: the call is abandoned
+        // when the test moves the clock past it, however slowly the machine runs.
         let tokens = TokenSession(config: session(), endpoint: endpoint, clock: clock.function, events: recorder.hooks,
-                                  logger: logs.logger, endpointTimeout: .milliseconds(200))
-        let waiting = Task { try await tokens.token(timeout: .seconds(30)) }
-        #expect(await eventually { recorder.results == [.failure] })
-        #expect(logs.all.contains { $0.contains("did not answer within 200ms") })
+                                  logger: logs.logger, endpointTimeout: .seconds(45))
+        let waiting = Task { try await tokens.token(timeout: .seconds(60)) }
+        #expect(await pollUntilAsync { endpoint.callCount == 1 })
+        #expect(recorder.results.isEmpty)
+        clock.advance(by: 46)
+        #expect(await pollUntilAsync { recorder.results == [.failure] })
+        #expect(logs.all.contains { $0.contains("did not answer within 45s") })
         endpoint.release()
         #expect(try await waiting.value.generation == 1)
         #expect(endpoint.callCount == 2)
@@ -305,7 +311,7 @@ struct TokenSessionTests {
         let tokens = make(endpoint: endpoint)
         let cancelled = Task { try await tokens.token(timeout: .seconds(30)) }
         let patient = Task { try await tokens.token(timeout: .seconds(30)) }
-        #expect(await eventually { endpoint.callCount == 1 })
+        #expect(await pollUntilAsync { endpoint.callCount == 1 })
         cancelled.cancel()
         await #expect(throws: CancellationError.self) { try await cancelled.value }
         endpoint.release()

@@ -98,28 +98,25 @@ public final class ChildProcess: @unchecked Sendable {
         return lock.withLock { exitStatus }
     }
 
-    /// Polls the output until `predicate` finds what it wants, or fails after `timeout`.
-    public func waitForOutput<T>(timeout: TimeInterval = 10, _ predicate: (String) -> T?) throws -> T {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
+    /// Polls the output until `predicate` finds what it wants, or fails after
+    /// `timeout` (an upper bound: the child is an external process, and tests
+    /// run side by side on two cores).
+    public func waitForOutput<T>(timeout: TimeInterval = 30, _ predicate: (String) -> T?) throws -> T {
+        let found = try pollFor(timeout: timeout, every: 0.02) { () throws -> T? in
             if let found = predicate(outputText) { return found }
-            if !isRunning {
+            guard isRunning else {
                 if let found = predicate(outputText) { return found }
                 throw TestSupportError("process exited (\(terminationStatus ?? -1)) before the expected output; output:\n\(outputText)")
             }
-            usleep(20_000)
+            return nil
         }
-        throw TestSupportError("timed out waiting for process output; output so far:\n\(outputText)")
+        guard let found else { throw TestSupportError("timed out waiting for process output; output so far:\n\(outputText)") }
+        return found
     }
 
     /// Waits for the child to exit by itself, up to `timeout`; returns its status or nil.
     public func waitForExit(timeout: TimeInterval) -> Int32? {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if !isRunning { return terminationStatus }
-            usleep(20_000)
-        }
-        return nil
+        pollUntil(timeout: timeout, every: 0.02) { !isRunning } ? terminationStatus : nil
     }
 
     /// Sends `signal` to this child only.

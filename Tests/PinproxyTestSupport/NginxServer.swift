@@ -12,7 +12,7 @@ public final class NginxServer: @unchecked Sendable {
 
     public init(in dir: TemporaryDirectory, chain: String, key: String, http: String = "", server: String) throws {
         directory = dir.file("nginx")
-        port = try PostgresServer.freePort()
+        port = try freePort()
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let conf = try dir.write("nginx/nginx.conf", """
             worker_processes 1;

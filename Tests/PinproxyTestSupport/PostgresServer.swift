@@ -30,7 +30,7 @@ public final class PostgresServer: @unchecked Sendable {
     public init() throws {
         if let reason = Self.unavailableReason { throw TestSupportError(reason) }
         directory = try TemporaryDirectory("pinproxy-pg")
-        port = try Self.freePort()
+        port = try freePort()
         password = "pw-" + UUID().uuidString
         superPassword = "su-" + UUID().uuidString
         try directory.write("superpw", superPassword + "\n")
@@ -129,23 +129,5 @@ public final class PostgresServer: @unchecked Sendable {
         ], environment: environment)
         guard status == 0 else { throw TestSupportError("pg_dump exited \(status): \(errors)") }
         return output
-    }
-
-    /// A loopback port free right now (bound to 0, read back, released).
-    public static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
-                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
-            }
-        }
-        guard bound else { throw TestSupportError("cannot bind a loopback port: \(String(cString: strerror(errno)))") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }

@@ -18,6 +18,19 @@ public final class ProxyHarness: @unchecked Sendable {
 
     public var caFile: String { directory.file("state/ca.pem") }
 
+    /// The top of a `pinproxy.yaml` in the harness's layout: listeners on
+    /// port 0, the CA in `state/`, policies in `etc/policies/`. For tests that
+    /// write the whole file themselves.
+    public static let baseMainConfig = """
+        listen: 127.0.0.1:0
+        admin:
+          listen: 127.0.0.1:0
+        ca:
+          cert: ../state/ca.pem
+          key: ../state/ca-key.pem
+        policies: policies
+        """
+
     /// Writes `etc/pinproxy.yaml` (listeners on port 0 unless `mainConfig` says
     /// otherwise) and `etc/policies/test.yaml`, then starts the proxy.
     /// `launcher`: a command that execs the proxy (`prlimit --nofile=…`).
@@ -62,14 +75,11 @@ public final class ProxyHarness: @unchecked Sendable {
     }
 
     /// Waits until the access log holds `count` lines (they are written when an exchange ends).
-    public func waitForAccessLog(count: Int, timeout: TimeInterval = 10) -> [[String: Any]] {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
+    public func waitForAccessLog(count: Int, timeout: TimeInterval = 30) -> [[String: Any]] {
+        pollFor(timeout: timeout, every: 0.02) { () -> [[String: Any]]? in
             let lines = accessLog
-            if lines.count >= count { return lines }
-            usleep(20_000)
-        }
-        return accessLog
+            return lines.count >= count ? lines : nil
+        } ?? accessLog
     }
 }
 

@@ -45,6 +45,7 @@ enum TestCleanup {
         for pid in children { kill(pid, SIGTERM) }
         for pid in children {
             var status: Int32 = 0
+            // A bounded wait (2 s) for an external process to exit after SIGTERM, then SIGKILL.
             for _ in 0..<100 where waitpid(pid, &status, WNOHANG) == 0 { usleep(20_000) }
             if waitpid(pid, &status, WNOHANG) == 0 {
                 kill(pid, SIGKILL)

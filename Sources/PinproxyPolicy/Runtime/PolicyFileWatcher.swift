@@ -28,19 +28,28 @@ public struct PolicyFileWatcher: Service {
             } catch {
                 return
             }
-            let current = fingerprint()
-            switch change.poll(current) {
-            case .unchanged:
-                continue
-            case .settling:
-                logger.debug("policy files changed; waiting for them to settle")
-            case .reload:
-                logger.info("policy files changed; reloading")
-                store.reload(trigger: .fileChange)
-                // The reload may have named other files (a new `policies` path).
-                change.reloaded(current, after: fingerprint())
-            }
+            poll(&change)
         }
+    }
+
+    /// One poll: what `run` does every `interval`. A function of its own so a
+    /// test steps the watcher poll by poll instead of sleeping through intervals.
+    @discardableResult
+    func poll(_ change: inout SettledChange) -> SettledChange.Decision {
+        let current = fingerprint()
+        let decision = change.poll(current)
+        switch decision {
+        case .unchanged:
+            break
+        case .settling:
+            logger.debug("policy files changed; waiting for them to settle")
+        case .reload:
+            logger.info("policy files changed; reloading")
+            store.reload(trigger: .fileChange)
+            // The reload may have named other files (a new `policies` path).
+            change.reloaded(current, after: fingerprint())
+        }
+        return decision
     }
 
     /// Every watched path and its state: the main file, the current

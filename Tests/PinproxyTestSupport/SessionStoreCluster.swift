@@ -1,16 +1,15 @@
 import Foundation
-import PinproxyTestSupport
 
 /// N `pinproxy run` replicas (the real binary) sharing one PostgreSQL session
 /// store, one CA, one mock accounts service and one mock Web API
 /// (docs/contract.md §12). Session `user` (flow refresh_token) serves
 /// api.spotify.test; session `app` (client_credentials) serves apps.spotify.test.
-final class SessionStoreCluster: @unchecked Sendable {
-    final class Replica: @unchecked Sendable {
-        let process: ChildProcess
-        let port: Int
-        let adminPort: Int
-        var proxyURL: String { "http://127.0.0.1:\(port)" }
+public final class SessionStoreCluster: @unchecked Sendable {
+    public final class Replica: @unchecked Sendable {
+        public let process: ChildProcess
+        public let port: Int
+        public let adminPort: Int
+        public var proxyURL: String { "http://127.0.0.1:\(port)" }
 
         init(process: ChildProcess) throws {
             self.process = process
@@ -26,22 +25,21 @@ final class SessionStoreCluster: @unchecked Sendable {
             }
         }
 
-        var log: String { process.outputText }
+        public var log: String { process.outputText }
     }
 
-    let dir: TemporaryDirectory
-    let pki: TestPKI
-    let accounts: MockAccounts
-    let api: MockWebAPI
-    let postgres: PostgresServer?
-    let seedRefreshToken: String
-    private(set) var replicas: [Replica] = []
+    public let dir: TemporaryDirectory
+    public let pki: TestPKI
+    public let accounts: MockAccounts
+    public let api: MockWebAPI
+    public let postgres: PostgresServer?
+    public let seedRefreshToken: String
+    public private(set) var replicas: [Replica] = []
 
-    /// - Parameters:
     /// - Parameters:
     ///   - refreshTokenFile: false gives session `user` no file (the store is then its only source).
     ///   - loginPort: session `user`'s `redirect_uri` port, for `pinproxy spotify login`.
-    init(replicas count: Int, store: Bool = true, refreshBefore: String = "1s", refreshTokenFile: Bool = true,
+    public init(replicas count: Int, store: Bool = true, refreshBefore: String = "1s", refreshTokenFile: Bool = true,
          loginPort: Int? = nil, configureAccounts: (MockAccounts) -> Void = { _ in }) async throws {
         dir = try TemporaryDirectory("pinproxy-store")
         pki = try TestPKI.make(in: dir, names: ["accounts.spotify.test", "api.spotify.test", "apps.spotify.test"])
@@ -57,22 +55,12 @@ final class SessionStoreCluster: @unchecked Sendable {
         try dir.write("store.key", try ChildProcess.check("openssl", ["rand", "-base64", "32"]))
         if let postgres { try dir.write("pg.password", postgres.password + "\n") }
         let intermediate = try TestPKI.opensslSPKIPin(pki.intermediateCertificate)
-        let backup = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
-        func host(_ name: String, _ port: Int, session: String?) -> String {
-            """
-              - match: \(name)
-                action: intercept
-                upstream: 127.0.0.1:\(port)
-                tls: { ca_file: \(pki.rootCertificate) }
-                probe_interval: 0
-                pins: { spki_sha256: [{pin: "\(intermediate)"}, {pin: "\(backup)"}] }
-            """ + (session.map { "\n    auth: { spotify: \($0) }" } ?? "")
-        }
-        try dir.write("etc/policies/test.yaml", "hosts:\n" + [
-            host("accounts.spotify.test", accounts.port, session: nil),
-            host("api.spotify.test", api.port, session: "user"),
-            host("apps.spotify.test", api.port, session: "app"),
-        ].joined(separator: "\n") + "\n")
+        let pins = Scenario.pins(intermediate, Scenario.backupPin)
+        try dir.write("etc/policies/test.yaml", Scenario.policies([
+            .intercept("accounts.spotify.test", upstream: .port(accounts.port), pins),
+            .intercept("api.spotify.test", upstream: .port(api.port), pins, "auth: { spotify: user }"),
+            .intercept("apps.spotify.test", upstream: .port(api.port), pins, "auth: { spotify: app }"),
+        ], caFile: pki.rootCertificate))
         let storeSection = postgres.map { postgres in
             """
               store:
@@ -84,13 +72,7 @@ final class SessionStoreCluster: @unchecked Sendable {
             """
         } ?? ""
         try dir.write("etc/pinproxy.yaml", """
-            listen: 127.0.0.1:0
-            admin:
-              listen: 127.0.0.1:0
-            ca:
-              cert: ../state/ca.pem
-              key: ../state/ca-key.pem
-            policies: policies
+            \(ProxyHarness.baseMainConfig)
             network:
               allow: [127.0.0.0/8]
             spotify:
@@ -114,7 +96,7 @@ final class SessionStoreCluster: @unchecked Sendable {
     }
 
     /// Starts `count` more replicas at once, then waits for each to listen.
-    func start(_ count: Int) throws {
+    public func start(_ count: Int) throws {
         let first = replicas.count
         let processes = try (first..<first + count).map { index in
             try ChildProcess(PinproxyBinary.path, ["run", "--config", dir.file("etc/pinproxy.yaml")], directory: dir,
@@ -127,30 +109,30 @@ final class SessionStoreCluster: @unchecked Sendable {
         replicas.forEach { $0.process.stop() }
     }
 
-    var caFile: String { dir.file("state/ca.pem") }
+    public var caFile: String { dir.file("state/ca.pem") }
 
     /// One request through replica `index` to a host whose policy attaches a session's token.
-    func get(_ index: Int, host: String = "api.spotify.test", path: String = "/v1/me") throws -> CurlResult {
+    public func get(_ index: Int, host: String = "api.spotify.test", path: String = "/v1/me") throws -> CurlResult {
         try Curl.run("https://\(host)\(path)", proxyURL: replicas[index].proxyURL, caFile: caFile, directory: dir)
     }
 
-    func admin(_ index: Int, _ path: String) throws -> CurlResult {
+    public func admin(_ index: Int, _ path: String) throws -> CurlResult {
         try Curl.run("http://127.0.0.1:\(replicas[index].adminPort)\(path)", proxyURL: nil, caFile: nil, directory: dir)
     }
 
-    func storeUp(_ index: Int) throws -> Double? {
+    public func storeUp(_ index: Int) throws -> Double? {
         try PrometheusText(parsing: try admin(index, "/metrics").body).value("pinproxy_store_up")
     }
 
     /// The store's generation of `session` (each is one token call that was stored).
-    func storedGeneration(_ session: String) throws -> Int? {
+    public func storedGeneration(_ session: String) throws -> Int? {
         guard let postgres else { return nil }
         return Int(try postgres.psql("SELECT generation FROM pinproxy_spotify_sessions WHERE session = '\(session)'")
             .trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
     /// Token requests of one grant type so far.
-    func calls(_ grantType: String) -> Int {
+    public func calls(_ grantType: String) -> Int {
         accounts.counters.byGrantType[grantType] ?? 0
     }
 }
