@@ -52,7 +52,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         self.machine = Machine(idleTimeout: TimeAmount(limits.idleTimeout), acceptsConnect: interception == nil)
     }
 
-    private var modeLabel: String { interception == nil ? "forward" : "intercept" }
+    private var modeLabel: AccessMode { interception == nil ? .forward : .intercept }
 
     // MARK: Channel events
 

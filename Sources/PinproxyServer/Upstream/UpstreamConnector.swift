@@ -178,7 +178,7 @@ final class UpstreamConnector: Sendable {
             })
             switch evaluation.verdict {
             case .mismatchEnforced, .noActivePins(.enforced):
-                let code: ProxyError.Code = evaluation.verdict.refusalCode == "pins_expired" ? .pinsExpired : .pinMismatch
+                let code: ProxyError.Code = evaluation.verdict.refusalCode ?? .pinMismatch
                 logger.error("upstream pin check failed", metadata: [
                     "host": "\(plan.host)", "policy": "\(policy.metricLabel)", "file": "\(policy.spec.file)",
                     "verdict": "\(evaluation.verdict.metricLabel)", "observed_pins": observedList, "observed_chain": chainList,
