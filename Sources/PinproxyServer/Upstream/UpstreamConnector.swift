@@ -81,54 +81,34 @@ final class UpstreamConnector: Sendable {
 
     func connect(_ plan: DialPlan, on loop: any EventLoop) -> EventLoopFuture<UpstreamConnection> {
         if let dialer { return dialer.connection(plan, loop) }
-        let slot = NIOLockedValueBox<(UpstreamHTTPHandler, NIOLockedValueBox<PinEvaluation?>)?>(nil)
+        // Set once, by `install` on the channel that won the dial.
+        let installed = NIOLockedValueBox<(UpstreamHTTPHandler, NIOLockedValueBox<PinEvaluation?>)?>(nil)
+        let handshake = NIOLockedValueBox<TLSHandshakeInfo?>(nil)
         let http2 = UpstreamProtocolSwitch.Slot()
         let started = NIODeadline.now()
-        return dial(plan, on: loop) { channel in
+        return UpstreamConnectDriver.connect(plan, addressGuard: addressGuard, on: loop, awaitsHandshake: true) { channel in
             let evaluation = NIOLockedValueBox<PinEvaluation?>(nil)
             let ready = channel.eventLoop.makePromise(of: TLSHandshakeInfo?.self)
             let handler = UpstreamHTTPHandler(ready: ready, usesTLS: plan.tls)
-            slot.withLockedValue { $0 = (handler, evaluation) }
-            let sync = channel.pipeline.syncOperations
-            if plan.tls, let policy = plan.policy {
-                try sync.addHandler(TLSHandler(
-                    clientContext: policy.tlsContext, serverName: plan.host, verifyHostname: plan.host,
-                    sessionKey: "\(policy.digest)|\(plan.host):\(plan.port)",
-                    applicationProtocols: plan.applicationProtocols,
-                    verifier: self.pinVerifier(plan: plan, policy: policy, into: evaluation)))
-                // The policy's ALPN offer decides; `h2` swaps the HTTP/1 layers below.
-                try sync.addHandler(UpstreamProtocolSwitch(slot: http2))
+            installed.withLockedValue { $0 = (handler, evaluation) }
+            do {
+                try self.addLayers(channel, plan: plan, handler: handler, evaluation: evaluation, http2: http2)
+            } catch {
+                ready.fail(error)  // never added, so nothing else would complete it
+                throw error
             }
-            // Framing is pinproxy's decision (`RequestFraming`), never the encoder's
-            // guess from the method: automatic framing headers are off.
-            var encoder = HTTPRequestEncoder.Configuration()
-            encoder.automaticallySetFramingHeaders = false
-            // Bytes after a WebSocket `101` belong to the splice that replaces the decoder.
-            try sync.addHTTPClientHandlers(leftOverBytesStrategy: .forwardBytes, encoderConfiguration: encoder)
-            try sync.addHandler(handler)
-        }.flatMap { channel -> EventLoopFuture<UpstreamConnection> in
-            let (handler, evaluation) = slot.withLockedValue { $0! }
-            let timeout = loop.scheduleTask(in: plan.handshakeTimeout) {
-                handler.ready.fail(ProxyError(.upstreamTimeout, host: plan.host,
-                                              detail: "TLS handshake with \(plan.host) took longer than \(plan.handshakeTimeout.seconds) s"))
-                channel.close(promise: nil)
+            return ready.futureResult.map { info in handshake.withLockedValue { $0 = info } }
+        }.map { channel -> UpstreamConnection in
+            let (handler, evaluation) = installed.withLockedValue { $0! }
+            let info = handshake.withLockedValue { $0 }
+            if let multiplexer = http2.multiplexer {
+                return UpstreamConnection(
+                    channel: channel, key: plan.poolKey, multiplexer: multiplexer,
+                    pinEvaluation: evaluation.withLockedValue { $0 }, handshake: info)
             }
-            return handler.ready.futureResult.always { _ in timeout.cancel() }
-                .flatMapError { error in
-                    channel.close(promise: nil)
-                    return loop.makeFailedFuture(Self.refusal(for: error, host: plan.host))
-                }
-                .map { info in
-                    if let multiplexer = http2.multiplexer {
-                        return UpstreamConnection(
-                            channel: channel, key: plan.poolKey, multiplexer: multiplexer,
-                            pinEvaluation: evaluation.withLockedValue { $0 }, handshake: info)
-                    }
-                    let connection = UpstreamConnection(
-                        channel: channel, key: plan.poolKey, handler: handler,
-                        pinEvaluation: evaluation.withLockedValue { $0 }, handshake: info)
-                    return connection
-                }
+            return UpstreamConnection(
+                channel: channel, key: plan.poolKey, handler: handler,
+                pinEvaluation: evaluation.withLockedValue { $0 }, handshake: info)
         }.always { result in
             guard plan.tls else { return }
             guard plan.countsTraffic else {
@@ -148,6 +128,29 @@ final class UpstreamConnector: Sendable {
                 self.instrumentation.upstreamHandshake(policy: plan.policy, result: Self.handshakeResult(error), seconds: seconds)
             }
         }
+    }
+
+    /// The connection's layers, on the channel that won the dial: TLS with
+    /// the pin check (for `https`), the protocol switch, HTTP/1.1, the handler.
+    private func addLayers(_ channel: any Channel, plan: DialPlan, handler: UpstreamHTTPHandler,
+                           evaluation: NIOLockedValueBox<PinEvaluation?>, http2: UpstreamProtocolSwitch.Slot) throws {
+        let sync = channel.pipeline.syncOperations
+        if plan.tls, let policy = plan.policy {
+            try sync.addHandler(TLSHandler(
+                clientContext: policy.tlsContext, serverName: plan.host, verifyHostname: plan.host,
+                sessionKey: "\(policy.digest)|\(plan.host):\(plan.port)",
+                applicationProtocols: plan.applicationProtocols,
+                verifier: self.pinVerifier(plan: plan, policy: policy, into: evaluation)))
+            // The policy's ALPN offer decides; `h2` swaps the HTTP/1 layers below.
+            try sync.addHandler(UpstreamProtocolSwitch(slot: http2))
+        }
+        // Framing is pinproxy's decision (`RequestFraming`), never the encoder's
+        // guess from the method: automatic framing headers are off.
+        var encoder = HTTPRequestEncoder.Configuration()
+        encoder.automaticallySetFramingHeaders = false
+        // Bytes after a WebSocket `101` belong to the splice that replaces the decoder.
+        try sync.addHTTPClientHandlers(leftOverBytesStrategy: .forwardBytes, encoderConfiguration: encoder)
+        try sync.addHandler(handler)
     }
 
     /// The pin check that runs on OpenSSL's verified chain, before any byte of
@@ -199,49 +202,19 @@ final class UpstreamConnector: Sendable {
 
     // MARK: Raw TCP (tunnels)
 
-    /// A TCP connection to the plan's targets: each attempt tries every
-    /// target in order (the policy's `upstream` list is a fallback list),
-    /// and the whole round is tried again up to `retries` times. Each target
-    /// is dialled by NIO's Happy Eyeballs through a `GuardedResolver`, so
-    /// only vetted addresses are ever dialled. A policy refusal is final.
+    /// A TCP connection to the plan's targets (through the parent proxy, if
+    /// the policy names one): each round tries every target in order (the
+    /// policy's `upstream` list is a fallback list), up to `retries` more
+    /// rounds. Each target is dialled by NIO's Happy Eyeballs through a
+    /// `GuardedResolver`, so only vetted addresses are ever dialled. A policy
+    /// refusal is final. `UpstreamConnectMachine` makes these decisions.
     func dial(_ plan: DialPlan, on loop: any EventLoop,
               initializer: @escaping @Sendable (any Channel) throws -> Void) -> EventLoopFuture<any Channel> {
         if let dialer { return dialer.channel(plan, loop, initializer) }
-        return loop.makeFutureWithTask {
-            var lastError: any Error = ProxyError(.connectFailed, host: plan.host, detail: "no upstream address to dial")
-            for _ in 0...max(0, plan.retries) {
-                for target in plan.targets {
-                    do {
-                        return try await self.connect(to: target, plan: plan, on: loop, initializer: initializer).get()
-                    } catch let refusal as ProxyError where refusal.code == .ssrfBlocked {
-                        throw refusal
-                    } catch {
-                        lastError = error
-                    }
-                }
-            }
-            throw lastError
+        return UpstreamConnectDriver.connect(plan, addressGuard: addressGuard, on: loop, awaitsHandshake: false) { channel in
+            try initializer(channel)
+            return nil
         }
-    }
-
-    private func connect(to target: HostPort, plan: DialPlan, on loop: any EventLoop,
-                         initializer: @escaping @Sendable (any Channel) throws -> Void) -> EventLoopFuture<any Channel> {
-        if let parent = plan.policy?.spec.upstreamProxy {
-            // The parent is dialled (and guarded) instead; it connects to `target`.
-            return ParentProxyTunnel.open(through: parent, to: target, plan: plan, addressGuard: addressGuard, on: loop, initializer: initializer)
-        }
-        return ClientBootstrap(group: loop)
-            .resolver(GuardedResolver(addressGuard: addressGuard, requestedHost: plan.host, loop: loop))
-            .connectTimeout(plan.connectTimeout)
-            .channelOption(.autoRead, value: false)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try initializer(channel) }
-            }
-            .connect(host: target.host, port: target.port)
-            .flatMapErrorThrowing { error in
-                throw Self.dialFailure(error, target: target, plan: plan)
-            }
     }
 
     /// A failed dial as the contract's refusal: the guard's own refusal, a
