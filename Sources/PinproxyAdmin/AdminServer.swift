@@ -35,7 +35,7 @@ public struct AdminServer: Service {
         public var sessions: @Sendable () -> [SessionSummary]
         /// A policy's refusals by the pins since a time (client traffic), for the
         /// status page's "failing now".
-        public var refusals: @Sendable (_ pattern: String, _ since: Date) -> [(at: Date, code: String)]
+        public var refusals: @Sendable (_ pattern: String, _ since: Date) -> [(at: Date, code: RefusalCode)]
         /// `POST /probe?host=H`: probe the intercepted policy matching H now and
         /// return its result; nil (the closure's) when no such policy exists.
         public var probeNow: (@Sendable (_ host: String) async -> ProbeStatus?)?
@@ -47,7 +47,7 @@ public struct AdminServer: Service {
             observed: @escaping @Sendable () -> [ObservedHost] = { [] },
             verdicts: @escaping @Sendable (_ pattern: String) -> [String: Int] = { _ in [:] },
             sessions: @escaping @Sendable () -> [SessionSummary] = { [] },
-            refusals: @escaping @Sendable (_ pattern: String, _ since: Date) -> [(at: Date, code: String)] = { _, _ in [] },
+            refusals: @escaping @Sendable (_ pattern: String, _ since: Date) -> [(at: Date, code: RefusalCode)] = { _, _ in [] },
             probeNow: (@Sendable (_ host: String) async -> ProbeStatus?)? = nil
         ) {
             self.refusals = refusals

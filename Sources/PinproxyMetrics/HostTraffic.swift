@@ -25,13 +25,13 @@ public final class HostTraffic {
     }
 
     /// As `PinproxyMetrics.requestCompleted`, for this host.
-    public func requestCompleted(code: Int, duration: Duration, client: ClientLabel, protocol: String) {
-        let h2 = `protocol` == "h2"
+    public func requestCompleted(code: Int, duration: Duration, client: ClientLabel, protocol: RequestProtocol) {
+        let h2 = `protocol` == .h2
         let counter: Counter
         if let last, last.code == code, last.h2 == h2, last.client == client {
             counter = last.counter
         } else {
-            counter = metrics.counter(.requests, host.value, PinproxyMetrics.statusLabel(code), client.value, h2 ? "h2" : "http1")
+            counter = metrics.counter(.requests, host.value, PinproxyMetrics.statusLabel(code), client.value, `protocol`.rawValue)
             last = (code, client, h2, counter)
         }
         counter.increment()

@@ -4,6 +4,13 @@ import PinproxyTLS
 // Label values of docs/contract.md §6, as closed types: a caller can only pass a value
 // the contract names, so every series is bounded by configuration.
 
+/// The `protocol` label of `requests_total`: the app's HTTP version
+/// (docs/contract.md §11).
+public enum RequestProtocol: String, Sendable, Hashable, CaseIterable {
+    case http1
+    case h2
+}
+
 /// The `host` label: a policy's `match` pattern as written, or `_none` for a
 /// host no policy matched. Never a raw client-supplied name, so a client
 /// cannot grow the series count by asking for random host names.

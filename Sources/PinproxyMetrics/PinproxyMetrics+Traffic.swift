@@ -7,8 +7,8 @@ extension PinproxyMetrics {
     /// the time from its head to the end of the response.
     /// `protocol` is the app's HTTP version: `http1` or `h2` (docs/contract.md §11).
     public func requestCompleted(host: HostLabel, code: Int, duration: Duration, client: ClientLabel = .anonymous,
-                                 protocol: String = "http1") {
-        counter(.requests, host.value, Self.statusLabel(code), client.value, `protocol` == "h2" ? "h2" : "http1").increment()
+                                 protocol: RequestProtocol = .http1) {
+        counter(.requests, host.value, Self.statusLabel(code), client.value, `protocol`.rawValue).increment()
         histogram(.requestDuration, buckets: Buckets.request, host.value).record(duration)
     }
 

@@ -1,5 +1,17 @@
 import COpenSSL
 
+/// The kind of a `TLSError`: the contract's code for a handshake failure
+/// (docs/contract.md §4, §10). Its raw value is the text, used only where
+/// text leaves the process (a log line, a refusal, a metric label).
+public enum TLSFailureKind: String, Sendable, Hashable, CaseIterable {
+    case verifyFailed = "verify_failed"
+    case tlsVersion = "tls_version"
+    case tlsCipher = "tls_cipher"
+    case tlsHandshake = "tls_handshake"
+    /// Not a handshake's failure: a context that could not be built.
+    case configuration = "tls_configuration"
+}
+
 /// Why a TLS leg failed. The handshake cases are the contract's error codes
 /// (docs/contract.md §4, §10); each carries OpenSSL's own reason so a log line says
 /// exactly what the library saw.
@@ -23,14 +35,15 @@ public enum TLSError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A context could not be built: bad cipher string, version, key or file.
     case configuration(String)
 
-    /// The `X-Pinproxy-Error` / metric label code for this failure.
-    public var code: String {
+    /// What kind of failure this is, for the refusal code it becomes
+    /// (`ProxyError.tls`) and the metric labels: a value, not text.
+    public var kind: TLSFailureKind {
         switch self {
-        case .verifyFailed: return "verify_failed"
-        case .tlsVersion: return "tls_version"
-        case .tlsCipher: return "tls_cipher"
-        case .tlsHandshake, .certificateRejected, .uncleanShutdown, .protocolFailure: return "tls_handshake"
-        case .configuration: return "tls_configuration"
+        case .verifyFailed: return .verifyFailed
+        case .tlsVersion: return .tlsVersion
+        case .tlsCipher: return .tlsCipher
+        case .tlsHandshake, .certificateRejected, .uncleanShutdown, .protocolFailure: return .tlsHandshake
+        case .configuration: return .configuration
         }
     }
 
@@ -45,7 +58,7 @@ public enum TLSError: Error, Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    public var description: String { "\(code): \(reason)" }
+    public var description: String { "\(kind.rawValue): \(reason)" }
 }
 
 /// One entry of OpenSSL's thread-local error queue.

@@ -156,7 +156,7 @@ struct ExplainCommand: AsyncParsableCommand {
         }
         let evaluation = PinEvaluator.evaluate(chain: chain, pins: policy.pins, now: at)
         if let code = evaluation.verdict.refusalCode {
-            print("verdict:  \(evaluation.verdict.metricLabel): a request would get 502 \(code)")
+            print("verdict:  \(evaluation.verdict.metricLabel): a request would get 502 \(code.rawValue)")
             return false
         }
         let detail: String

@@ -71,7 +71,7 @@ struct StatusPageTests {
             verdicts: { $0 == "steady.example.com" ? ["match": 7, "mismatch_enforced": 3] : [:] }, observed: [], sessions: [],
             refusals: { pattern, since in
                 pattern == "steady.example.com"
-                    ? [(now - 3600, "pin_mismatch"), (now - 120, "pin_mismatch"), (now - 60, "pin_mismatch")].filter { $0.0 >= since } : []
+                    ? [(now - 3600, RefusalCode.pinMismatch), (now - 120, .pinMismatch), (now - 60, .pinMismatch)].filter { $0.0 >= since } : []
             })
         #expect(model.failing.map(\.pattern) == ["steady.example.com", "ending.example.com"])
         let html = StatusPageHTML.render(model)

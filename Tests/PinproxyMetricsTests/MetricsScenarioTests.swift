@@ -265,8 +265,8 @@ struct MetricsScenarioTests {
         let metrics = PinproxyMetrics()
         let traffic = metrics.hostTraffic(.unmatched)
         let alice = ClientLabel("alice")
-        for (code, client, proto) in [(200, ClientLabel.anonymous, "http1"), (200, .anonymous, "http1"), (404, .anonymous, "http1"),
-                                      (200, alice, "http1"), (200, alice, "h2"), (200, .anonymous, "http1")] {
+        for (code, client, proto) in [(200, ClientLabel.anonymous, RequestProtocol.http1), (200, .anonymous, .http1), (404, .anonymous, .http1),
+                                      (200, alice, .http1), (200, alice, .h2), (200, .anonymous, .http1)] {
             traffic.requestCompleted(code: code, duration: .milliseconds(3), client: client, protocol: proto)
         }
         traffic.bytes(up: 10, down: 0)
@@ -290,7 +290,7 @@ struct MetricsScenarioTests {
     @Test func hostTrafficMakesNoByteSeriesBeforeTheFirstByte() throws {
         let metrics = PinproxyMetrics()
         let traffic = metrics.hostTraffic(.unmatched)
-        traffic.requestCompleted(code: 403, duration: .zero, client: .anonymous, protocol: "http1")
+        traffic.requestCompleted(code: 403, duration: .zero, client: .anonymous, protocol: .http1)
         traffic.bytes(up: 0, down: 0)
         let text = try PrometheusText(parsing: metrics.exposition())
         #expect(text.value("pinproxy_requests_total", ["host": "_none", "code": "403"]) == 1)

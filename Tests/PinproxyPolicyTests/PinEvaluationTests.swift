@@ -19,7 +19,7 @@ struct PinEvaluationTests {
         var pins: PinPolicy?
         var verdict: PinVerdict
         var label: String
-        var refusal: String?
+        var refusal: RefusalCode?
         var testDescription: String { name }
     }
 
@@ -33,29 +33,29 @@ struct PinEvaluationTests {
         Case(name: "pin ending exactly now is active", pins: PinPolicy(pins: [pin(1, to: now)]),
              verdict: .match(pin(1, to: now)), label: "match", refusal: nil),
         Case(name: "pin starting just after now is not", pins: PinPolicy(pins: [pin(1, from: now + ms)]),
-             verdict: .noActivePins(.enforced), label: "no_active_pins", refusal: "pins_expired"),
+             verdict: .noActivePins(.enforced), label: "no_active_pins", refusal: .pinsExpired),
         Case(name: "pin ended just before now: on_expiry fail", pins: PinPolicy(pins: [pin(1, to: now - ms)], onExpiry: .fail),
-             verdict: .noActivePins(.enforced), label: "no_active_pins", refusal: "pins_expired"),
+             verdict: .noActivePins(.enforced), label: "no_active_pins", refusal: .pinsExpired),
         Case(name: "pin ended just before now: on_expiry chain_only", pins: PinPolicy(pins: [pin(1, to: now - ms)], onExpiry: .chainOnly),
              verdict: .noActivePins(.chainOnly), label: "no_active_pins", refusal: nil),
         Case(name: "mismatch enforced", pins: PinPolicy(pins: [pin(9)]),
-             verdict: .mismatchEnforced, label: "mismatch_enforced", refusal: "pin_mismatch"),
+             verdict: .mismatchEnforced, label: "mismatch_enforced", refusal: .pinMismatch),
         Case(name: "mismatch in report mode", pins: PinPolicy(mode: .report, pins: [pin(9)]),
              verdict: .mismatchReported(reason: .reportMode), label: "mismatch_reported", refusal: nil),
         Case(name: "expired pin does not match even when equal", pins: PinPolicy(pins: [pin(1, to: now - ms), pin(9)]),
-             verdict: .mismatchEnforced, label: "mismatch_enforced", refusal: "pin_mismatch"),
+             verdict: .mismatchEnforced, label: "mismatch_enforced", refusal: .pinMismatch),
         Case(name: "transition window opening now", pins: PinPolicy(pins: [pin(9)], transition: TimeWindow(from: now, until: now + 86400)),
              verdict: .mismatchReported(reason: .transitionWindow), label: "mismatch_reported", refusal: nil),
         Case(name: "transition window closing now", pins: PinPolicy(pins: [pin(9)], transition: TimeWindow(from: now - 86400, until: now)),
              verdict: .mismatchReported(reason: .transitionWindow), label: "mismatch_reported", refusal: nil),
         Case(name: "transition window closed just before now", pins: PinPolicy(pins: [pin(9)], transition: TimeWindow(from: now - 86400, until: now - ms)),
-             verdict: .mismatchEnforced, label: "mismatch_enforced", refusal: "pin_mismatch"),
+             verdict: .mismatchEnforced, label: "mismatch_enforced", refusal: .pinMismatch),
         Case(name: "transition window not yet open", pins: PinPolicy(pins: [pin(9)], transition: TimeWindow(from: now + ms, until: now + 86400)),
-             verdict: .mismatchEnforced, label: "mismatch_enforced", refusal: "pin_mismatch"),
+             verdict: .mismatchEnforced, label: "mismatch_enforced", refusal: .pinMismatch),
         Case(name: "cert_sha256 matches the whole certificate", pins: PinPolicy(pins: [pin(13, kind: .certificate)]),
              verdict: .match(pin(13, kind: .certificate)), label: "match", refusal: nil),
         Case(name: "cert_sha256 does not match an SPKI hash", pins: PinPolicy(pins: [pin(3, kind: .certificate)]),
-             verdict: .mismatchEnforced, label: "mismatch_enforced", refusal: "pin_mismatch"),
+             verdict: .mismatchEnforced, label: "mismatch_enforced", refusal: .pinMismatch),
         Case(name: "report mode with no active pins never blocks", pins: PinPolicy(mode: .report, pins: [pin(1, to: now - ms)]),
              verdict: .noActivePins(.chainOnly), label: "no_active_pins", refusal: nil),
     ]

@@ -15,23 +15,23 @@ struct AccessRecordTests {
     static let complete = AccessRecord(
         client: "127.0.0.1:54321", method: "GET", host: "api.spotify.test", path: "/v1/me/player?market=SE&token=secret",
         status: 200, bytesUp: 123, bytesDown: 45_678, seconds: 0.012_34, policy: "*.spotify.test",
-        pin: "match", upstream: "127.0.0.1:8443", error: nil, mode: "intercept")
+        pin: "match", upstream: "127.0.0.1:8443", error: nil, mode: .intercept)
 
     static let minimal = AccessRecord(
         client: "10.0.0.7:40000", method: "CONNECT", host: "denied.test", path: "/",
         status: 403, bytesUp: 0, bytesDown: 0, seconds: 0, policy: "denied.test",
-        pin: nil, upstream: nil, error: nil, mode: "refused")
+        pin: nil, upstream: nil, error: nil, mode: .connect)
 
     static let withError = AccessRecord(
         client: "127.0.0.1:1", method: "POST", host: "bad.test", path: "https://bad.test/upload?sig=abc",
         status: 502, bytesUp: 10, bytesDown: 0, seconds: 1.5, policy: "bad.test",
-        pin: "mismatch_enforced", upstream: "127.0.0.1:9", error: "pin_mismatch", mode: "intercept")
+        pin: "mismatch_enforced", upstream: "127.0.0.1:9", error: "pin_mismatch", mode: .intercept)
 
     /// Quotes, backslashes, control characters and non-ASCII in every string field.
     static let needsEscaping = AccessRecord(
         client: "[::1]:5\"5", method: "G\\ET", host: "we\"ird\\host.test", path: "/a\"b\\c/\u{1}d\té?q=\"x\"\\",
         status: 418, bytesUp: 1, bytesDown: 2, seconds: 123.456_78, policy: "we\"ird\\*",
-        pin: "pin \"quoted\"", upstream: "up\\stream\n:1", error: "line one\nline \"two\"\r\u{7}", mode: "inter\"cept")
+        pin: "pin \"quoted\"", upstream: "up\\stream\n:1", error: "line one\nline \"two\"\r\u{7}", mode: .forward)
 
     static let records: [(String, AccessRecord)] = [
         ("complete", complete), ("minimal", minimal), ("withError", withError), ("needsEscaping", needsEscaping),
@@ -203,7 +203,7 @@ struct AccessRecordTests {
         #expect(line["pin"] as? String == record.pin)
         #expect(line["upstream"] as? String == record.upstream)
         #expect(line["error"] as? String == record.error)
-        #expect(line["mode"] as? String == record.mode)
+        #expect(line["mode"] as? String == record.mode.rawValue)
         #expect((line["duration_ms"] as? NSNumber)?.doubleValue == 123_456.8)
     }
 

@@ -203,7 +203,7 @@ struct RecordingInstrumentation: ProxyInstrumentation {
     let recorder: Recorder
     init(_ recorder: Recorder) { self.recorder = recorder }
 
-    func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double, client: String, protocol: String) {
+    func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double, client: String, protocol: RequestProtocol) {
         recorder.completed(policy?.metricLabel ?? "_none", status)
     }
     func upstreamStreams(policy: HostPolicy?, delta: Int) {}

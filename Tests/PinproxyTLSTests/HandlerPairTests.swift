@@ -132,7 +132,7 @@ struct HandlerPairTests {
         _ = server.connect(to: try SocketAddress(ipAddress: "127.0.0.1", port: 443))
         _ = try? server.writeInbound(ByteBuffer(string: "GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
         let failure = try #require(saw.errors.first as? TLSError)
-        #expect(failure.code == "tls_handshake")
+        #expect(failure.kind == .tlsHandshake)
         #expect(failure.reason.contains("http request"), "\(failure)")
         #expect(!server.isActive)
     }

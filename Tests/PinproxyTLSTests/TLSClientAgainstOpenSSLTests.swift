@@ -52,7 +52,7 @@ struct TLSClientAgainstOpenSSLTests {
         let context = try TLSContext(configuration: .client(minimumVersion: .v1_3, trustRoots: .file(pki.rootCertificate)))
         let (_, observations) = try await Loopback.client(port: server.port, context: context)
         let error = await #expect(throws: TLSError.self) { try await observations.handshakeCompleted.futureResult.get() }
-        #expect(error?.code == "tls_version")
+        #expect(error?.kind == .tlsVersion)
     }
 
     @Test func disjointCipherListsFailWithTheCipherError() async throws {
@@ -66,7 +66,7 @@ struct TLSClientAgainstOpenSSLTests {
         configuration.cipherList = "ECDHE-ECDSA-AES128-GCM-SHA256"
         let (_, observations) = try await Loopback.client(port: server.port, context: try TLSContext(configuration: configuration))
         let error = await #expect(throws: TLSError.self) { try await observations.handshakeCompleted.futureResult.get() }
-        #expect(error?.code == "tls_cipher")
+        #expect(error?.kind == .tlsCipher)
     }
 
     @Test func disjointTLS13SuitesFailWithTheCipherError() async throws {
@@ -79,7 +79,7 @@ struct TLSClientAgainstOpenSSLTests {
         configuration.cipherSuites = "TLS_AES_256_GCM_SHA384"
         let (_, observations) = try await Loopback.client(port: server.port, context: try TLSContext(configuration: configuration))
         let error = await #expect(throws: TLSError.self) { try await observations.handshakeCompleted.futureResult.get() }
-        #expect(error?.code == "tls_cipher")
+        #expect(error?.kind == .tlsCipher)
     }
 
     @Test func anUntrustedChainFailsVerification() async throws {

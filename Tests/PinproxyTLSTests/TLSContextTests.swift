@@ -18,7 +18,7 @@ struct TLSContextTests {
         var configuration = TLSConfiguration.client()
         configuration.cipherList = "ECDHE+AESGCM:NOT-A-CIPHER"
         let failure = error(configuration)
-        #expect(failure?.code == "tls_configuration")
+        #expect(failure?.kind == .configuration)
         #expect(failure?.reason.contains("\"NOT-A-CIPHER\" matches no cipher OpenSSL knows") == true)
         #expect(failure?.reason.contains("no cipher match") == true)
     }

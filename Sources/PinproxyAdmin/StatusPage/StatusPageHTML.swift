@@ -106,7 +106,7 @@ public enum StatusPageHTML {
     }
 
     static func refusalText(_ refused: StatusPageModel.RecentRefusals) -> String {
-        "\(refused.count) client connection\(refused.count == 1 ? "" : "s") refused (\(refused.codes.joined(separator: ", "))) "
+        "\(refused.count) client connection\(refused.count == 1 ? "" : "s") refused (\(refused.codes.map(\.rawValue).joined(separator: ", "))) "
             + "in the last \(StatusPageModel.failureWindowMinutes) minutes, the last at \(DateText.format(refused.last))"
     }
 

@@ -47,7 +47,7 @@ public struct StatusPageModel: Sendable {
         public var count: Int
         public var last: Date
         /// The refusal codes seen (`pin_mismatch`, `pins_expired`), sorted.
-        public var codes: [String]
+        public var codes: [RefusalCode]
     }
 
     /// "Failing now" looks back this far: the `[10m]` of the shipped
@@ -67,7 +67,7 @@ public struct StatusPageModel: Sendable {
 
     public init(snapshot: PolicySnapshot, lastReload: ReloadInfo?, now: Date, probe: (String) -> ProbeStatus?,
                 verdicts: (String) -> [String: Int], observed: [ObservedHost], sessions: [SessionSummary],
-                refusals: (String, Date) -> [(at: Date, code: String)] = { _, _ in [] },
+                refusals: (String, Date) -> [(at: Date, code: RefusalCode)] = { _, _ in [] },
                 refreshSeconds: Int = 30, timelineDays: Int = 90) {
         let windowStart = now.addingTimeInterval(-Double(Self.failureWindowMinutes) * 60)
         self.now = now
@@ -107,9 +107,9 @@ public struct StatusPageModel: Sendable {
         return seen.leaf ?? probe.leafNotAfter
     }
 
-    static func recent(_ refusals: [(at: Date, code: String)]) -> RecentRefusals? {
+    static func recent(_ refusals: [(at: Date, code: RefusalCode)]) -> RecentRefusals? {
         guard let last = refusals.map(\.at).max() else { return nil }
-        return RecentRefusals(count: refusals.count, last: last, codes: Set(refusals.map(\.code)).sorted())
+        return RecentRefusals(count: refusals.count, last: last, codes: Set(refusals.map(\.code)).sorted { $0.rawValue < $1.rawValue })
     }
 
     /// The hosts failing now, in policy order.

@@ -70,10 +70,10 @@ public enum PinVerdict: Sendable, Hashable {
 
     /// The refusal code (`X-Pinproxy-Error`, `upstream_handshakes_total`) when
     /// the handshake must fail; nil when the connection may be used.
-    public var refusalCode: String? {
+    public var refusalCode: RefusalCode? {
         switch self {
-        case .mismatchEnforced: return "pin_mismatch"
-        case .noActivePins(.enforced): return "pins_expired"
+        case .mismatchEnforced: return .pinMismatch
+        case .noActivePins(.enforced): return .pinsExpired
         case .match, .mismatchReported, .noActivePins(.chainOnly), .unpinned: return nil
         }
     }

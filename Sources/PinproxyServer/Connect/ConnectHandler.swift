@@ -74,7 +74,7 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
         case .authenticating(let request, _), .accepted(let request), .dialling(let request), .establishing(let request):
             // The app left before its answer: one line, status 499.
             state = .done
-            logAccess(request, status: 499, error: nil, mode: request.intercept ? "intercept" : "tunnel")
+            logAccess(request, status: 499, error: nil, mode: request.intercept ? .intercept : .tunnel)
         case .idle, .done:
             break
         }
@@ -157,7 +157,7 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
                     try SessionInstaller.tunnel(context: context, to: upstream, services: self.services, host: request.host,
                                                 policy: request.policy, clientAddress: self.clientAddress,
                                                 listenerLayers: try self.layers()) { up, down in
-                        self.logAccess(request, status: 200, error: nil, mode: "tunnel", bytesUp: up, bytesDown: down)
+                        self.logAccess(request, status: 200, error: nil, mode: .tunnel, bytesUp: up, bytesDown: down)
                     }
                 }
             }
@@ -209,11 +209,11 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
     private func refuse(_ request: ConnectRequest, _ error: ProxyError, context: ChannelHandlerContext) {
         state = .done
         services.instrumentation.denied(code: error.code, client: ClientPrincipal.label(request.identity))
-        logAccess(request, status: Int(error.status.code), error: error, mode: "connect", host: request.host.isEmpty ? error.host : request.host)
+        logAccess(request, status: Int(error.status.code), error: error, mode: .connect, host: request.host.isEmpty ? error.host : request.host)
         RefusalBody.writeRaw(error, context: context)
     }
 
-    private func logAccess(_ request: ConnectRequest, status: Int, error: ProxyError?, mode: String,
+    private func logAccess(_ request: ConnectRequest, status: Int, error: ProxyError?, mode: AccessMode,
                            host: String? = nil, bytesUp: Int = 0, bytesDown: Int = 0) {
         let seconds = Double((NIODeadline.now() - request.started).nanoseconds) / 1e9
         services.recordAccess(AccessRecord(

@@ -53,8 +53,8 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
 
     /// Set for plain HTTP from the transparent listener (no interception, no proxy form).
     var transparent = false
-    private var modeLabel: String {
-        transparent || interception?.transparent == true ? "transparent" : interception == nil ? "forward" : "intercept"
+    private var modeLabel: AccessMode {
+        transparent || interception?.transparent == true ? .transparent : interception == nil ? .forward : .intercept
     }
 
     // MARK: Channel events

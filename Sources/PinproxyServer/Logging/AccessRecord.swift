@@ -1,6 +1,22 @@
 import Foundation
 import Logging
+import PinproxyMetrics
 import PinproxyPolicy
+
+/// How a request reached pinproxy: the access line's `mode` (docs/contract.md).
+/// The raw value is the text, written only by `AccessRecord`.
+enum AccessMode: String, Sendable, CaseIterable {
+    /// A plain-HTTP request in absolute form, forwarded.
+    case forward
+    /// A request inside an intercepted CONNECT.
+    case intercept
+    /// A blind tunnel: bytes spliced, nothing read.
+    case tunnel
+    /// A CONNECT refused before a tunnel or an interception began.
+    case connect
+    /// A connection the transparent listener took (docs/contract.md §16).
+    case transparent
+}
 
 /// One line of the access log (JSON when `log.format: json`): who asked for
 /// what, what pinproxy decided and why, and what moved.
@@ -17,7 +33,7 @@ struct AccessRecord {
     var pin: String?
     var upstream: String?
     var error: String?
-    var mode: String
+    var mode: AccessMode
     /// The configured identity the client proved; `-` in the line when none.
     var identity: String? = nil
     /// The app's HTTP version; the line names it only when it is HTTP/2.
@@ -53,7 +69,7 @@ struct AccessRecord {
         field(",\"host\":", host)
         field(",\"identity\":", identity ?? "-")
         field(",\"method\":", method)
-        field(",\"mode\":", mode)
+        field(",\"mode\":", mode.rawValue)
         field(",\"path\":", Self.withoutQuery(path))
         if let pin { field(",\"pin\":", pin) }
         field(",\"policy\":", policy)
@@ -68,7 +84,7 @@ struct AccessRecord {
         var metadata: Logger.Metadata = [
             "client": "\(client)", "method": "\(method)", "host": "\(host)", "path": "\(Self.withoutQuery(path))",
             "status": .stringConvertible(status), "bytes_up": .stringConvertible(bytesUp), "bytes_down": .stringConvertible(bytesDown),
-            "duration_ms": .stringConvertible((seconds * 10_000).rounded() / 10), "policy": "\(policy)", "mode": "\(mode)",
+            "duration_ms": .stringConvertible((seconds * 10_000).rounded() / 10), "policy": "\(policy)", "mode": "\(mode.rawValue)",
             "identity": "\(identity ?? "-")",
         ]
         if let pin { metadata["pin"] = "\(pin)" }
@@ -107,6 +123,16 @@ struct AccessLog {
             destination = .json(json)
         } else {
             destination = .logger(logger)
+        }
+    }
+}
+
+extension ClientProtocol {
+    /// The `protocol` label of `requests_total`.
+    var metricLabel: RequestProtocol {
+        switch self {
+        case .http1: return .http1
+        case .h2: return .h2
         }
     }
 }

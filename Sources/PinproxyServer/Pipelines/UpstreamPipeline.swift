@@ -27,10 +27,21 @@ final class UpstreamPipeline: @unchecked Sendable {
     /// Adds the shape to `channel`'s (empty) pipeline. `tls` nil: plain HTTP.
     static func configure(_ channel: any Channel, tls: TLSHandler?) throws -> UpstreamPipeline {
         let pipeline = UpstreamPipeline(ready: channel.eventLoop.makePromise())
+        do {
+            try pipeline.addLayers(channel, tls: tls)
+        } catch {
+            pipeline.ready.fail(error)  // no handler holds it, so nothing else would complete it
+            throw error
+        }
+        return pipeline
+    }
+
+    private func addLayers(_ channel: any Channel, tls: TLSHandler?) throws {
+        let pipeline = self
         let sync = channel.pipeline.syncOperations
         guard let tls else {
-            pipeline.http1 = try addHTTP1(sync, ready: pipeline.ready, usesTLS: false)
-            return pipeline
+            pipeline.http1 = try Self.addHTTP1(sync, ready: pipeline.ready, usesTLS: false)
+            return
         }
         try sync.addHandler(tls)
         try sync.addHandler(UpstreamHandshakeWatcher(ready: pipeline.ready))
@@ -41,11 +52,10 @@ final class UpstreamPipeline: @unchecked Sendable {
                 if case .negotiated("h2") = result {
                     pipeline.multiplexer = try UpstreamHTTP2Pipeline.configure(channel, ready: pipeline.ready)
                 } else {
-                    pipeline.http1 = try addHTTP1(channel.pipeline.syncOperations, ready: pipeline.ready, usesTLS: true)
+                    pipeline.http1 = try UpstreamPipeline.addHTTP1(channel.pipeline.syncOperations, ready: pipeline.ready, usesTLS: true)
                 }
             }
         })
-        return pipeline
     }
 
     /// NIO's HTTP/1.1 client codec and the connection's `UpstreamHTTPHandler`,

@@ -37,11 +37,11 @@ public struct ProxyError: Error, Sendable, CustomStringConvertible {
     /// The refusal for a failed upstream TLS handshake.
     static func tls(_ error: TLSError, host: String) -> ProxyError {
         let code: Code
-        switch error.code {
-        case "verify_failed": code = .verifyFailed
-        case "tls_version": code = .tlsVersion
-        case "tls_cipher": code = .tlsCipher
-        default: code = .tlsHandshake
+        switch error.kind {
+        case .verifyFailed: code = .verifyFailed
+        case .tlsVersion: code = .tlsVersion
+        case .tlsCipher: code = .tlsCipher
+        case .tlsHandshake, .configuration: code = .tlsHandshake
         }
         return ProxyError(code, host: host, detail: "upstream TLS: \(error.reason)")
     }

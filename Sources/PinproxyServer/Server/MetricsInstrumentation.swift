@@ -10,7 +10,7 @@ public struct MetricsInstrumentation: ProxyInstrumentation {
         self.metrics = metrics
     }
 
-    public func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double, client: String, protocol: String) {
+    public func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double, client: String, protocol: RequestProtocol) {
         metrics.requestCompleted(host: HostLabel(policy), code: status, duration: .seconds(seconds), client: ClientLabel(client),
                                  protocol: `protocol`)
     }
@@ -90,7 +90,7 @@ final class MetricsTrafficRecorder: TrafficRecorder {
         self.traffic = traffic
     }
 
-    func requestCompleted(status: Int, seconds: Double, client: String, protocol: String) {
+    func requestCompleted(status: Int, seconds: Double, client: String, protocol: RequestProtocol) {
         traffic.requestCompleted(code: status, duration: .seconds(seconds), client: ClientLabel(client), protocol: `protocol`)
     }
 

@@ -9,7 +9,7 @@ import PinproxyPolicy
 public protocol ProxyInstrumentation: Sendable {
     /// `client`: a configured identity name or `_anonymous` (docs/contract.md §15);
     /// `protocol`: the app's HTTP version, `http1` or `h2` (docs/contract.md §11).
-    func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double, client: String, protocol: String)
+    func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double, client: String, protocol: RequestProtocol)
     /// `requestCompleted` and `bytes` for one policy, resolved once (see `TrafficRecorder`).
     func trafficRecorder(policy: HostPolicy?) -> any TrafficRecorder
     func denied(code: ProxyError.Code, client: String)
@@ -43,7 +43,7 @@ extension ProxyInstrumentation {
 /// Reports nothing (tests, and commands that do not serve).
 public struct NoInstrumentation: ProxyInstrumentation {
     public init() {}
-    public func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double, client: String, protocol: String) {}
+    public func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double, client: String, protocol: RequestProtocol) {}
     public func upstreamStreams(policy: HostPolicy?, delta: Int) {}
     public func denied(code: ProxyError.Code, client: String) {}
     public func proxyAuthFailed(client: String) {}
@@ -62,7 +62,7 @@ extension ProxyInstrumentation {
     /// For callers that know no client (before a request, anonymous by definition)
     /// and no HTTP version yet (refusals before any HTTP/2 session exists).
     public func requestCompleted(policy: HostPolicy?, status: Int, seconds: Double) {
-        requestCompleted(policy: policy, status: status, seconds: seconds, client: ClientPrincipal.metricLabelAnonymous, protocol: "http1")
+        requestCompleted(policy: policy, status: status, seconds: seconds, client: ClientPrincipal.metricLabelAnonymous, protocol: .http1)
     }
 
     public func denied(code: ProxyError.Code) {
@@ -74,7 +74,7 @@ extension ProxyInstrumentation {
 /// exchange handler keeps one for as long as its connection's requests go to
 /// the same policy, so a request costs no metric lookup.
 public protocol TrafficRecorder: AnyObject {
-    func requestCompleted(status: Int, seconds: Double, client: String, protocol: String)
+    func requestCompleted(status: Int, seconds: Double, client: String, protocol: RequestProtocol)
     func bytes(up: Int, down: Int)
 }
 
@@ -95,7 +95,7 @@ final class ForwardingTrafficRecorder: TrafficRecorder {
         self.policy = policy
     }
 
-    func requestCompleted(status: Int, seconds: Double, client: String, protocol: String) {
+    func requestCompleted(status: Int, seconds: Double, client: String, protocol: RequestProtocol) {
         instrumentation.requestCompleted(policy: policy, status: status, seconds: seconds, client: client, protocol: `protocol`)
     }
 

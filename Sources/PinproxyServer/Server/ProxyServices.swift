@@ -56,7 +56,7 @@ final class ProxyServices: Sendable {
     /// As above, counted in series the caller resolved once (`TrafficRecorder`).
     func recordAccess(_ record: AccessRecord, to traffic: any TrafficRecorder) {
         traffic.requestCompleted(status: record.status, seconds: record.seconds,
-                                 client: ClientPrincipal.label(record.identity), protocol: record.clientProtocol.rawValue)
+                                 client: ClientPrincipal.label(record.identity), protocol: record.clientProtocol.metricLabel)
         traffic.bytes(up: record.bytesUp, down: record.bytesDown)
         record.log(to: accessLog)
     }

@@ -243,7 +243,7 @@ final class TransparentConnection: ChannelInboundHandler, RemovableChannelHandle
         services.recordAccess(AccessRecord(
             client: clientAddress, method: method, host: host, path: "\(host):\(attempt.port)", status: status,
             bytesUp: bytesUp, bytesDown: bytesDown, seconds: seconds, policy: attempt.policy?.metricLabel ?? "_none", pin: nil,
-            upstream: attempt.upstreamAddress, error: error?.code.rawValue, mode: "transparent", identity: nil,
+            upstream: attempt.upstreamAddress, error: error?.code.rawValue, mode: .transparent, identity: nil,
             detail: error.map { $0.withheldDetail ?? $0.detail }
         ), policy: attempt.policy)
     }

@@ -14,7 +14,7 @@ public final class ObservedPins: Sendable {
         var verdicts: [String: [String: Int]] = [:]
         /// Policy pattern → the latest refusals by the pins (time, code), oldest
         /// first, at most `maxRefusals`: what the status page calls failing now.
-        var refusals: [String: [(at: Date, code: String)]] = [:]
+        var refusals: [String: [(at: Date, code: RefusalCode)]] = [:]
     }
 
     /// Enough to count the refusals of the last minutes of a busy host.
@@ -47,7 +47,7 @@ public final class ObservedPins: Sendable {
     public var hosts: [ObservedHost] { state.withLockedValue { $0.chains.all } }
 
     /// A policy's refusals by the pins since `since` (client traffic), oldest first.
-    public func refusals(forPolicy pattern: String, since: Date) -> [(at: Date, code: String)] {
+    public func refusals(forPolicy pattern: String, since: Date) -> [(at: Date, code: RefusalCode)] {
         state.withLockedValue { ($0.refusals[pattern] ?? []).filter { $0.at >= since } }
     }
 

@@ -1,5 +1,4 @@
 import NIOCore
-import NIOPosix
 import PinproxyPolicy
 
 /// The upstream leg through a parent proxy (`upstream_proxy:`,
@@ -7,52 +6,10 @@ import PinproxyPolicy
 /// like any upstream), asks it for `CONNECT target`, reads its answer head,
 /// and only then installs its own layers (TLS with the policy's pins, or a
 /// blind tunnel). The parent sees ciphertext only; pins hold end to end.
-enum ParentProxyTunnel {
-    /// A channel connected to `target` through `parent`, with `initializer`'s
-    /// handlers added once the parent said 2xx. A parent's refusal is
-    /// `connect_failed` naming its status; no answer in time, `upstream_timeout`.
-    static func open(through parent: UpstreamProxy, to target: HostPort, plan: DialPlan, addressGuard: AddressGuard,
-                     on loop: any EventLoop, initializer: @escaping @Sendable (any Channel) throws -> Void) -> EventLoopFuture<any Channel> {
-        let answered = loop.makePromise(of: Void.self)
-        let parentAddress = HostPort(host: parent.host, port: parent.port)
-        return ClientBootstrap(group: loop)
-            .resolver(GuardedResolver(addressGuard: addressGuard, requestedHost: plan.host, loop: loop))
-            .connectTimeout(plan.connectTimeout)
-            .channelOption(.autoRead, value: false)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try ParentTunnelPipeline.configure(channel, parent: parent, target: target, host: plan.host, answered: answered)
-                }
-            }
-            .connect(host: parent.host, port: parent.port)
-            .flatMapErrorThrowing { error in
-                var refusal = UpstreamConnector.dialFailure(error, target: parentAddress, plan: plan)
-                refusal.detail = "parent proxy \(parent): \(refusal.detail)"
-                // No channel, so no handler will ever answer: the promise ends here.
-                answered.fail(refusal)
-                throw refusal
-            }
-            .flatMap { channel in
-                let timeout = loop.scheduleTask(in: plan.connectTimeout) {
-                    answered.fail(ProxyError(.upstreamTimeout, host: plan.host,
-                                             detail: "parent proxy \(parent) did not answer CONNECT \(target) within \(plan.connectTimeout.seconds) s"))
-                }
-                return answered.futureResult
-                    .always { _ in timeout.cancel() }
-                    .flatMapThrowing { () -> any Channel in
-                        ParentTunnelPipeline.removeConnect(channel)
-                        try initializer(channel)
-                        return channel
-                    }
-                    .flatMapError { error in
-                        channel.close(promise: nil)
-                        return loop.makeFailedFuture(error)
-                    }
-            }
-    }
-}
-
+/// `UpstreamConnectMachine` sequences it; this handler speaks to the parent.
+/// A parent's refusal is `connect_failed` naming its status; no answer in
+/// time, `upstream_timeout` (the machine's timer).
+///
 /// Sends one `CONNECT` to the parent and reads its answer head, byte-exact:
 /// nothing after the head may be taken from the stream (it is the
 /// upstream's TLS), and the parent must not send any before pinproxy speaks.

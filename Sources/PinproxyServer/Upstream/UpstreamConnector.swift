@@ -81,9 +81,11 @@ final class UpstreamConnector: Sendable {
 
     func connect(_ plan: DialPlan, on loop: any EventLoop) -> EventLoopFuture<UpstreamConnection> {
         if let dialer { return dialer.connection(plan, loop) }
-        let slot = NIOLockedValueBox<(UpstreamPipeline, NIOLockedValueBox<PinEvaluation?>)?>(nil)
+        // Set once, by the install on the channel that won the dial.
+        let installed = NIOLockedValueBox<(UpstreamPipeline, NIOLockedValueBox<PinEvaluation?>)?>(nil)
+        let handshake = NIOLockedValueBox<TLSHandshakeInfo?>(nil)
         let started = NIODeadline.now()
-        return dial(plan, on: loop) { channel in
+        return UpstreamConnectDriver.connect(plan, addressGuard: addressGuard, on: loop, awaitsHandshake: true) { channel in
             let evaluation = NIOLockedValueBox<PinEvaluation?>(nil)
             var tls: TLSHandler?
             if plan.tls {
@@ -96,33 +98,23 @@ final class UpstreamConnector: Sendable {
                     verifier: self.pinVerifier(plan: plan, policy: policy, into: evaluation))
             }
             let pipeline = try UpstreamPipeline.configure(channel, tls: tls)
-            slot.withLockedValue { $0 = (pipeline, evaluation) }
-        }.flatMap { channel -> EventLoopFuture<UpstreamConnection> in
-            let (pipeline, evaluation) = slot.withLockedValue { $0! }
-            let timeout = loop.scheduleTask(in: plan.handshakeTimeout) {
-                pipeline.ready.fail(ProxyError(.upstreamTimeout, host: plan.host,
-                                               detail: "TLS handshake with \(plan.host) took longer than \(plan.handshakeTimeout.seconds) s"))
-                channel.close(promise: nil)
+            installed.withLockedValue { $0 = (pipeline, evaluation) }
+            return pipeline.ready.futureResult.map { info in handshake.withLockedValue { $0 = info } }
+        }.flatMapThrowing { channel -> UpstreamConnection in
+            let (pipeline, evaluation) = installed.withLockedValue { $0! }
+            let info = handshake.withLockedValue { $0 }
+            if let multiplexer = pipeline.multiplexer {
+                return UpstreamConnection(
+                    channel: channel, key: plan.poolKey, multiplexer: multiplexer,
+                    pinEvaluation: evaluation.withLockedValue { $0 }, handshake: info)
             }
-            return pipeline.ready.futureResult.always { _ in timeout.cancel() }
-                .flatMapError { error in
-                    channel.close(promise: nil)
-                    return loop.makeFailedFuture(Self.refusal(for: error, host: plan.host))
-                }
-                .flatMapThrowing { info in
-                    if let multiplexer = pipeline.multiplexer {
-                        return UpstreamConnection(
-                            channel: channel, key: plan.poolKey, multiplexer: multiplexer,
-                            pinEvaluation: evaluation.withLockedValue { $0 }, handshake: info)
-                    }
-                    guard let handler = pipeline.http1 else {
-                        channel.close(promise: nil)
-                        throw ProxyError(.connectFailed, host: plan.host, detail: "no HTTP layers after the handshake with \(plan.host)")
-                    }
-                    return UpstreamConnection(
-                        channel: channel, key: plan.poolKey, handler: handler,
-                        pinEvaluation: evaluation.withLockedValue { $0 }, handshake: info)
-                }
+            guard let handler = pipeline.http1 else {
+                channel.close(promise: nil)
+                throw ProxyError(.connectFailed, host: plan.host, detail: "no HTTP layers after the handshake with \(plan.host)")
+            }
+            return UpstreamConnection(
+                channel: channel, key: plan.poolKey, handler: handler,
+                pinEvaluation: evaluation.withLockedValue { $0 }, handshake: info)
         }.always { result in
             guard plan.tls else { return }
             guard plan.countsTraffic else {
@@ -144,102 +136,19 @@ final class UpstreamConnector: Sendable {
         }
     }
 
-    /// The pin check that runs on OpenSSL's verified chain, before any byte of
-    /// the request moves (docs/contract.md §3, "Pin evaluation").
-    private func pinVerifier(plan: DialPlan, policy: HostPolicy, into box: NIOLockedValueBox<PinEvaluation?>) -> TLSPeerVerifier {
-        let clock = self.clock
-        let instrumentation = self.instrumentation
-        let logger = self.logger
-        let observed = self.observed
-        return { info in
-            let chain = info.peerChain.map {
-                ObservedCertificate(spkiSHA256: $0.spkiSHA256, certificateSHA256: $0.certificateSHA256, subject: $0.subject, issuer: $0.issuer)
-            }
-            let evaluation = PinEvaluator.evaluate(chain: chain, pins: policy.spec.pins, now: clock())
-            box.withLockedValue { $0 = evaluation }
-            // Probes record their verdict on the chain too (what `pins suggest`
-            // weighs), but only traffic counts in the per-policy verdicts.
-            observed.record(host: plan.host, policy: policy, chain: info.peerChain,
-                            verdict: evaluation.verdict, countsTraffic: plan.countsTraffic, at: clock())
-            if plan.countsTraffic {
-                instrumentation.pinValidation(policy: policy, verdict: evaluation.verdict)
-            }
-            // JSON arrays in the log, leaf to root, so tools need not split a string;
-            // `observed_chain` adds subject and issuer to tell a rotation from an interception.
-            let observedList = Logger.MetadataValue.array(evaluation.observedPins.map { .string($0) })
-            let chainList = Logger.MetadataValue.array(evaluation.observed.map {
-                .dictionary(["pin": "sha256/\($0.spkiSHA256)", "subject": "\($0.subject ?? "")", "issuer": "\($0.issuer ?? "")"])
-            })
-            switch evaluation.verdict {
-            case .mismatchEnforced, .noActivePins(.enforced):
-                let code: ProxyError.Code = evaluation.verdict.refusalCode == "pins_expired" ? .pinsExpired : .pinMismatch
-                logger.error("upstream pin check failed", metadata: [
-                    "host": "\(plan.host)", "policy": "\(policy.metricLabel)", "file": "\(policy.spec.file)",
-                    "verdict": "\(evaluation.verdict.metricLabel)", "observed_pins": observedList, "observed_chain": chainList,
-                ])
-                let what = code == .pinsExpired ? "no pin of the policy is active any more" : "no active pin matches the verified chain"
-                return .reject(ProxyError(code, host: plan.host, detail: "\(what); observed (leaf to root): \(evaluation.observedChain)"))
-            case .mismatchReported(let reason):
-                logger.warning("upstream pin mismatch reported, not enforced", metadata: [
-                    "host": "\(plan.host)", "policy": "\(policy.metricLabel)", "file": "\(policy.spec.file)",
-                    "reason": "\(reason.rawValue)", "observed_pins": observedList, "observed_chain": chainList,
-                ])
-                return .accept
-            case .match, .noActivePins(.chainOnly), .unpinned:
-                return .accept
-            }
-        }
-    }
-
-    // MARK: Raw TCP (tunnels)
-
-    /// A TCP connection to the plan's targets: each attempt tries every
-    /// target in order (the policy's `upstream` list is a fallback list),
-    /// and the whole round is tried again up to `retries` times. Each target
-    /// is dialled by NIO's Happy Eyeballs through a `GuardedResolver`, so
-    /// only vetted addresses are ever dialled. A policy refusal is final.
+    /// A TCP connection to the plan's targets (through the parent proxy, if
+    /// the policy names one): each round tries every target in order (the
+    /// policy's `upstream` list is a fallback list), up to `retries` more
+    /// rounds. Each target is dialled by NIO's Happy Eyeballs through a
+    /// `GuardedResolver`, so only vetted addresses are ever dialled. A policy
+    /// refusal is final. `UpstreamConnectMachine` makes these decisions.
     func dial(_ plan: DialPlan, on loop: any EventLoop,
               initializer: @escaping @Sendable (any Channel) throws -> Void) -> EventLoopFuture<any Channel> {
         if let dialer { return dialer.channel(plan, loop, initializer) }
-        return loop.makeFutureWithTask {
-            var lastError: any Error = ProxyError(.connectFailed, host: plan.host, detail: "no upstream address to dial")
-            for _ in 0...max(0, plan.retries) {
-                for target in plan.targets {
-                    do {
-                        return try await self.connect(to: target, plan: plan, on: loop, initializer: initializer).get()
-                    } catch let refusal as ProxyError where refusal.code == .ssrfBlocked {
-                        throw refusal
-                    } catch {
-                        lastError = error
-                    }
-                }
-            }
-            throw lastError
+        return UpstreamConnectDriver.connect(plan, addressGuard: addressGuard, on: loop, awaitsHandshake: false) { channel in
+            try initializer(channel)
+            return nil
         }
-    }
-
-    private func connect(to target: HostPort, plan: DialPlan, on loop: any EventLoop,
-                         initializer: @escaping @Sendable (any Channel) throws -> Void) -> EventLoopFuture<any Channel> {
-        if let parent = plan.policy?.spec.upstreamProxy {
-            // The parent is dialled (and guarded) instead; it connects to `target`.
-            return ParentProxyTunnel.open(through: parent, to: target, plan: plan, addressGuard: addressGuard, on: loop, initializer: initializer)
-        }
-        return ClientBootstrap(group: loop)
-            .resolver(GuardedResolver(addressGuard: addressGuard, requestedHost: plan.host, loop: loop))
-            .connectTimeout(plan.connectTimeout)
-            .channelOption(.autoRead, value: false)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    // First, so the socket is known before any byte leaves (a redirect of it back is a loop).
-                    try channel.pipeline.syncOperations.addHandler(OwnUpstreamSockets.Tracker())
-                    try initializer(channel)
-                }
-            }
-            .connect(host: target.host, port: target.port)
-            .flatMapErrorThrowing { error in
-                throw Self.dialFailure(error, target: target, plan: plan)
-            }
     }
 
     /// A failed dial as the contract's refusal: the guard's own refusal, a
