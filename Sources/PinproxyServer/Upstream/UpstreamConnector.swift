@@ -136,6 +136,54 @@ final class UpstreamConnector: Sendable {
         }
     }
 
+    /// The pin check that runs on OpenSSL's verified chain, before any byte of
+    /// the request moves (docs/contract.md §3, "Pin evaluation").
+    private func pinVerifier(plan: DialPlan, policy: HostPolicy, into box: NIOLockedValueBox<PinEvaluation?>) -> TLSPeerVerifier {
+        let clock = self.clock
+        let instrumentation = self.instrumentation
+        let logger = self.logger
+        let observed = self.observed
+        return { info in
+            let chain = info.peerChain.map {
+                ObservedCertificate(spkiSHA256: $0.spkiSHA256, certificateSHA256: $0.certificateSHA256, subject: $0.subject, issuer: $0.issuer)
+            }
+            let evaluation = PinEvaluator.evaluate(chain: chain, pins: policy.spec.pins, now: clock())
+            box.withLockedValue { $0 = evaluation }
+            // Probes record their verdict on the chain too (what `pins suggest`
+            // weighs), but only traffic counts in the per-policy verdicts.
+            observed.record(host: plan.host, policy: policy, chain: info.peerChain,
+                            verdict: evaluation.verdict, countsTraffic: plan.countsTraffic, at: clock())
+            if plan.countsTraffic {
+                instrumentation.pinValidation(policy: policy, verdict: evaluation.verdict)
+            }
+            // JSON arrays in the log, leaf to root, so tools need not split a string;
+            // `observed_chain` adds subject and issuer to tell a rotation from an interception.
+            let observedList = Logger.MetadataValue.array(evaluation.observedPins.map { .string($0) })
+            let chainList = Logger.MetadataValue.array(evaluation.observed.map {
+                .dictionary(["pin": "sha256/\($0.spkiSHA256)", "subject": "\($0.subject ?? "")", "issuer": "\($0.issuer ?? "")"])
+            })
+            switch evaluation.verdict {
+            case .mismatchEnforced, .noActivePins(.enforced):
+                let code: ProxyError.Code = evaluation.verdict.refusalCode ?? .pinMismatch
+                logger.error("upstream pin check failed", metadata: [
+                    "host": "\(plan.host)", "policy": "\(policy.metricLabel)", "file": "\(policy.spec.file)",
+                    "verdict": "\(evaluation.verdict.metricLabel)", "observed_pins": observedList, "observed_chain": chainList,
+                ])
+                let what = code == .pinsExpired ? "no pin of the policy is active any more" : "no active pin matches the verified chain"
+                return .reject(ProxyError(code, host: plan.host, detail: "\(what); observed (leaf to root): \(evaluation.observedChain)"))
+            case .mismatchReported(let reason):
+                logger.warning("upstream pin mismatch reported, not enforced", metadata: [
+                    "host": "\(plan.host)", "policy": "\(policy.metricLabel)", "file": "\(policy.spec.file)",
+                    "reason": "\(reason.rawValue)", "observed_pins": observedList, "observed_chain": chainList,
+                ])
+                return .accept
+            case .match, .noActivePins(.chainOnly), .unpinned:
+                return .accept
+            }
+        }
+    }
+
+    // MARK: Raw TCP (tunnels)
     /// A TCP connection to the plan's targets (through the parent proxy, if
     /// the policy names one): each round tries every target in order (the
     /// policy's `upstream` list is a fallback list), up to `retries` more
