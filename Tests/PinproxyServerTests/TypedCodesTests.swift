@@ -48,7 +48,7 @@ struct TypedCodesTests {
 
     /// The access line's `mode`, as written (docs/operations.md).
     @Test func theAccessModesTextIsFixed() {
-        #expect(AccessMode.allCases.map(\.rawValue) == ["forward", "intercept", "tunnel", "connect"])
+        #expect(AccessMode.allCases.map(\.rawValue) == ["forward", "intercept", "tunnel", "connect", "transparent"])
     }
 
     /// `requests_total{protocol}` from the app's HTTP version.
