@@ -86,21 +86,8 @@ public final class ProxyServer: Service, Sendable {
         // busy ones finish their response; an h2 session answers with GOAWAY)
         // and completes once the last one has closed.
         let quiesce = ServerQuiescingHelper(group: group)
-        let channel = try await ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: 1024)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .serverChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandlers([
-                        quiesce.makeServerChannelHandler(channel: channel),
-                        AcceptLimiter(limit: limits.maxClientConnections),
-                        AcceptErrorMonitor(health: acceptHealth, logger: services.logger),
-                        AcceptBackoffHandler(shouldForwardIOErrorCaught: false),
-                    ])
-                }
-            }
-            .childChannelOption(.autoRead, value: false)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+        let channel = try await ServerChannelPipeline.bootstrap(group: group, limits: limits, services: services,
+                                                                quiesce: quiesce, acceptHealth: acceptHealth)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     registry.add(channel)

@@ -11,21 +11,8 @@ enum TransparentListener {
     static func bind(_ address: HostPort, services: ProxyServices, group: any EventLoopGroup, quiesce: ServerQuiescingHelper,
                      registry: ConnectionRegistry, acceptHealth: AcceptHealth) async throws -> any Channel {
         let limits = services.store.snapshot.config.limits
-        return try await ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: 1024)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .serverChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandlers([
-                        quiesce.makeServerChannelHandler(channel: channel),
-                        AcceptLimiter(limit: limits.maxClientConnections),
-                        AcceptErrorMonitor(health: acceptHealth, logger: services.logger),
-                        AcceptBackoffHandler(shouldForwardIOErrorCaught: false),
-                    ])
-                }
-            }
-            .childChannelOption(.autoRead, value: false)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+        return try await ServerChannelPipeline.bootstrap(group: group, limits: limits, services: services,
+                                                         quiesce: quiesce, acceptHealth: acceptHealth)
             .childChannelInitializer { channel in
                 OriginalDestination.of(channel).flatMapThrowing { original in
                     registry.add(channel)
