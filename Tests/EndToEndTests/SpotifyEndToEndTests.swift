@@ -56,24 +56,8 @@ struct SpotifyEndToEndTests {
 
     @Test func fiftyConcurrentRequestsShareOneTokenRequest() async throws {
         let stack = try await Stack()
-        let script = try stack.dir.write("fifty.py", """
-            import asyncio, ssl, sys
-            PORT, CA = int(sys.argv[1]), sys.argv[2]
-            ctx = ssl.create_default_context(cafile=CA)
-            async def one(i):
-                reader, writer = await asyncio.open_connection("127.0.0.1", PORT)
-                writer.write(b"CONNECT api.spotify.test:443 HTTP/1.1\\r\\nHost: api.spotify.test:443\\r\\n\\r\\n")
-                await reader.readuntil(b"\\r\\n\\r\\n")
-                await writer.start_tls(ctx, server_hostname="api.spotify.test")
-                writer.write(b"GET /v1/me?i=%d HTTP/1.1\\r\\nHost: api.spotify.test\\r\\nConnection: close\\r\\n\\r\\n" % i)
-                data = await reader.read()
-                return data.split(b" ", 2)[1]
-            async def main():
-                codes = await asyncio.gather(*[one(i) for i in range(50)])
-                print("200s:", sum(1 for c in codes if c == b"200"))
-            asyncio.run(main())
-            """)
-        let (status, output) = try ChildProcess.run("python3", [script, String(stack.proxy.port), stack.proxy.caFile])
+        let (status, output) = try ConcurrentApps.run(50, host: "api.spotify.test", path: "/v1/me", proxyPort: stack.proxy.port,
+                                                      caFile: stack.proxy.caFile, in: stack.dir)
         #expect(status == 0, "\(output)")
         #expect(output.contains("200s: 50"), "\(output)")
         #expect(stack.accounts.counters.tokenRequests == 1)
