@@ -42,7 +42,6 @@ final class UpstreamPool: @unchecked Sendable {
     }
 
     private let state: NIOLockedValueBox<State>
-    var maxIdleTime: TimeAmount { state.withLockedValue { $0.machine.maxIdle } }
 
     init(maxIdleTime: TimeAmount = .seconds(60)) {
         state = NIOLockedValueBox(State(machine: Machine(maxIdle: maxIdleTime)))
