@@ -134,7 +134,7 @@ struct LimitsTests {
 
     /// A proxy with `shutdown_grace` in front of a slow upstream, and curl
     /// waiting on a response that takes `milliseconds`, held by the upstream.
-    static func slowResponseInFlight(grace: String, milliseconds: Int, directory name: String) async throws
+    static func slowResponseInFlight(grace: String, milliseconds: Int, directory name: String, extraConfig: String = "") async throws
         -> (dir: TemporaryDirectory, upstream: TestUpstream, proxy: ProxyHarness, curl: ChildProcess) {
         let dir = try TemporaryDirectory(name)
         let pki = try TestPKI.make(in: dir, names: ["api.test"])
@@ -145,7 +145,7 @@ struct LimitsTests {
                 action: intercept
                 upstream: 127.0.0.1:\(upstream.port)
                 tls: { ca_file: \(pki.rootCertificate) }
-            """, mainConfig: "network:\n  allow: [127.0.0.0/8]\nlimits:\n  shutdown_grace: \(grace)\n", directory: dir)
+            """, mainConfig: "network:\n  allow: [127.0.0.0/8]\nlimits:\n  shutdown_grace: \(grace)\n" + extraConfig, directory: dir)
         let curl = try ChildProcess("/usr/bin/curl", [
             "-sS", "--proxy", proxy.proxyURL, "--cacert", proxy.caFile, "-w", "\nstatus=%{http_code}", "https://api.test/slow/\(milliseconds)",
         ], directory: dir, name: "curl-slow")
@@ -173,6 +173,27 @@ struct LimitsTests {
         #expect(curl.outputText.contains("slow response after 2000 ms"))
         #expect(curl.outputText.contains("status=200"))
         #expect(proxyStatus == 0, "\(proxy.log.suffix(600))")
+    }
+
+    /// The transparent listener closes with the proxy listener when the
+    /// drain begins. Both once shared one quiescing helper, which knows only
+    /// the first server channel it served: the transparent listener went on
+    /// accepting during the whole drain.
+    @Test func sigtermClosesTheTransparentListenerTooDuringTheDrain() async throws {
+        let (_, upstream, proxy, curl) = try await Self.slowResponseInFlight(
+            grace: "30s", milliseconds: 8000, directory: "pinproxy-sigterm-transparent",
+            extraConfig: "transparent:\n  listen: 127.0.0.1:0\n")
+        defer { upstream.stop() }
+        let transparent = try proxy.listeningPort("transparent listening")
+        #expect((try? RawClient(port: transparent)) != nil, "the transparent listener accepts before the drain")
+        proxy.process.signal(SIGTERM)
+        // Refused while curl still waits for its response: the drain is still
+        // on, so it was the drain that closed the listener, not the exit.
+        let refused = pollUntil(timeout: 30, every: 0.02) { (try? RawClient(port: transparent)) == nil }
+        #expect(refused && curl.isRunning, "the transparent listener is closed during the drain, not only at exit")
+        #expect((try? RawClient(port: proxy.port)) == nil, "the proxy listener is closed too")
+        #expect(curl.waitForExit(timeout: 30) == 0, "the response in flight still finishes: \(curl.outputText)")
+        #expect(proxy.process.waitForExit(timeout: 30) == 0, "\(proxy.log.suffix(600))")
     }
 
     @Test func aResponseSlowerThanTheGraceIsCutOffAndCounted() async throws {

@@ -17,6 +17,15 @@ struct TransparentConfigTests {
         #expect(tree.loader().load().snapshot?.config.transparent == nil)
     }
 
+    /// Port 0 is a fresh port at each bind (tests give every listener port 0).
+    @Test func portZeroBesideOtherPortZeroListenersIsNoCollision() throws {
+        let tree = try ConfigTree(main: "policies: policies\nlisten: 127.0.0.1:0\nadmin: {listen: 127.0.0.1:0}\ntransparent: {listen: 127.0.0.1:0}\n",
+                                  policies: ["p.yaml": "hosts: []\n"])
+        let result = tree.loader().load()
+        #expect(result.errors.isEmpty, "\(tree.rendered(result.errors))")
+        #expect(result.snapshot?.config.transparent?.listen.port == 0)
+    }
+
     @Test(arguments: [
         ("policies: policies\ntransparent: {}\n",
          "pinproxy.yaml:2:14: error: transparent needs listen: ADDR:PORT (the address nftables redirects to), or remove the block"),

@@ -45,7 +45,8 @@ struct MainConfigLoader {
             // Absent `listen` leaves the listener off: an empty block is a mistake, said at its key.
             if let v = transparent.hostPort("listen") {
                 // Two listeners on one port would fail at bind; said here with the file's line.
-                if v == config.listen || v == config.admin.listen {
+                // Port 0 asks the kernel for a free port each time, so it never collides.
+                if v.port != 0 && (v == config.listen || v == config.admin.listen) {
                     let other = v == config.listen ? "listen" : "admin.listen"
                     transparent.reader.bag.error(transparent.valueLocation("listen"),
                         "`transparent.listen` \(v) is also `\(other)`: give the transparent listener a port of its own (e.g. 127.0.0.1:8443)")

@@ -97,12 +97,19 @@ public final class ProxyServer: Service, Sendable {
             .bind(host: listen.host, port: listen.port).get()
         let address = channel.localAddress!
         services.logger.info("proxy listening", metadata: ["address": "\(address.hostPort)"])
-        // Closed with the proxy listener: the shutdown below closes every server channel `quiesce` knows.
+        // One quiescing helper per listening socket: a helper knows only the
+        // first server channel it made a handler for, so a shared one would
+        // leave the transparent listener open, and its connections unquiesced,
+        // during the drain.
+        var transparentQuiesce: ServerQuiescingHelper?
         if let transparent = config.transparent {
-            let bound = try await TransparentListener.bind(transparent.listen, services: services, group: group, quiesce: quiesce,
-                                                           registry: registry, acceptHealth: acceptHealth)
+            let helper = ServerQuiescingHelper(group: group)
+            let bound = try await TransparentListener.bind(transparent.listen, services: services, group: group,
+                                                           quiesce: helper, registry: registry, acceptHealth: acceptHealth)
+            transparentQuiesce = helper
             services.logger.info("transparent listening", metadata: ["address": "\(bound.localAddress?.hostPort ?? "?")"])
         }
+        let quiescers = [quiesce] + (transparentQuiesce.map { [$0] } ?? [])
         onListening(address)
 
         // A graceful shutdown (SIGTERM) and a cancellation (another service
@@ -112,14 +119,19 @@ public final class ProxyServer: Service, Sendable {
         try await withTaskCancellationOrGracefulShutdownHandler {
             try await channel.closeFuture.get()
         } onCancelOrGracefulShutdown: { [onDraining] in
-            // The listener closes first, so a new connection is refused at once.
+            // The listeners close first, so a new connection is refused at once.
             onDraining()
-            quiesce.initiateShutdown(promise: nil)
+            for helper in quiescers { helper.initiateShutdown(promise: nil) }
         }
         // However the listener ended, the connections now drain: the same
-        // promise whether the shutdown above started it or this call does.
+        // promises whether the shutdown above started it or this call does.
+        let drainedEach = quiescers.map { helper in
+            let drained = channel.eventLoop.makePromise(of: Void.self)
+            helper.initiateShutdown(promise: drained)
+            return drained.futureResult
+        }
         let drained = channel.eventLoop.makePromise(of: Void.self)
-        quiesce.initiateShutdown(promise: drained)
+        EventLoopFuture.andAllComplete(drainedEach, promise: drained)
         let cutOff = channel.eventLoop.scheduleTask(in: TimeAmount(limits.shutdownGrace)) { registry.closeAll() }
         try? await drained.futureResult.get()
         cutOff.cancel()
