@@ -272,8 +272,10 @@ final class RequestCounter {
         do {
             try channel.writeInbound(buffer)
         } catch {
+            // The requests decoded before the error in this same read were
+            // delivered all the same (pinproxy's decoder forwards them too):
+            // they are counted below before the counter stops.
             broken = true
-            return
         }
         while let part = try? channel.readInbound(as: HTTPServerRequestPart.self) {
             if case .head = part { requests += 1 }
