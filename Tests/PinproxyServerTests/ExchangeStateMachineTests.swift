@@ -98,7 +98,7 @@ struct ExchangeStateMachineTests {
             case .acquireFailed(let error):
                 action = machine.upstreamFailed(error)
             case .token:
-                action = machine.tokenReady("T0KEN", generation: 7, for: upstream, now: now)
+                action = machine.tokenArrived("T0KEN", generation: TokenGeneration(rawValue: 7), for: upstream, now: now)
             case .responseHead(let status, let keepAlive):
                 var headers = HTTPHeaders([("Content-Length", "10")])
                 if !keepAlive { headers.add(name: "Connection", value: "close") }
@@ -134,7 +134,7 @@ struct ExchangeStateMachineTests {
         case .route: return "route"
         case .passOn: return "passOn"
         case .acquireUpstream: return "acquire"
-        case .fetchToken(let session, _): return "fetchToken(\(session))"
+        case .fetchToken(let credential, _, _): return "fetchToken(\(credential))"
         case .sendRequest(let head, let pending, _, let flush, let readClient):
             let auth = head.headers["authorization"].first.map { " auth=\($0)" } ?? ""
             let framing = head.headers["content-length"].first.map { " cl=\($0)" } ?? (head.headers["transfer-encoding"].first.map { " te=\($0)" } ?? "")
@@ -143,11 +143,12 @@ struct ExchangeStateMachineTests {
         case .forwardBody(let body, _): return "forwardBody(\(body.readableBytes))"
         case .forwardEnd: return "forwardEnd"
         case .writeInformational(let head): return "informational(\(head.status.code))"
-        case .writeResponseHead(let head): return "responseHead(\(head.status.code)\(head.headers["connection"].first.map { " \($0)" } ?? ""))"
+        case .writeResponseHead(let head, let throttles):
+            return "responseHead(\(head.status.code)\(head.headers["connection"].first.map { " \($0)" } ?? "")\(throttles.map { " throttles=\($0.credential)" } ?? ""))"
         case .writeResponseBody(let body): return "responseBody(\(body.readableBytes))"
         case .endResponse(_, _, let reusable, let close, let finished, let next):
             return "endResponse(\(reusable ? "reuse" : "discard")\(close ? " close" : "")\(finished.map { " log=\($0.status ?? 0)" } ?? "") \(next))"
-        case .invalidateToken(let session, let generation): return "invalidate(\(session)#\(generation))"
+        case .invalidateToken(let credential, let generation): return "invalidate(\(credential)#\(generation.rawValue))"
         case .releaseAndAcquire(let upstream, let reusable, _):
             return "reacquire(\(upstream == nil ? "none" : (reusable ? "reuse" : "discard")))"
         case .refuse(let error, let upstream, let reusable, let close, let finished, let next):

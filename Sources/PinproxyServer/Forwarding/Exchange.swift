@@ -50,14 +50,11 @@ final class Exchange {
     var reused = false
     var retried = false
 
-    /// The body kept for a replay after a 401 (nil once it outgrew the limit).
-    var replayBody: [ByteBuffer]?
-    var replayBytes = 0
-    var replayedAfter401 = false
-    /// The token attached (its session and generation), for a 401's invalidation.
-    var token: (session: String, generation: Int)?
-    /// Where the token goes (`auth.header`, `auth.format`).
-    var tokenPlacement: (header: String, format: String)?
+    /// The body kept for the one replay after a 401 to a token.
+    var replay: Replay = .unavailable
+    /// The bearer token: none, being fetched, or attached (its generation is
+    /// what a 401 invalidates).
+    var token: TokenStage = .none
 
     var pinVerdict: PinVerdict?
     var upstreamAddress: String?
@@ -83,7 +80,7 @@ final class Exchange {
         if case .success(let route) = decision.result {
             self.route = route
             // Kept so that a 401 can be answered by a replay with a fresh token.
-            if decision.policy?.spec.auth != nil { replayBody = [] }
+            if decision.policy?.spec.auth != nil { replay = .keeping([], bytes: 0) }
         }
     }
 
@@ -104,10 +101,6 @@ final class Exchange {
         }
     }
 
-    /// The parts that send the request again: the kept body, then its end.
-    var replayParts: [PendingPart] {
-        (replayBody ?? []).map { .body($0) } + [.end(nil)]
-    }
 }
 
 /// A request part waiting for its head to go up first.

@@ -21,7 +21,7 @@ extension ExchangeStateMachine {
             return body(exchange, .sending(upstream))
         case .discardingRefusal(let exchange, _), .responded(let exchange), .refused(let exchange), .switching(let exchange, _):
             return body(exchange, .none)
-        case .idle, .closed, .handedOver, .spliced:
+        case .idle, .authenticating, .closed, .handedOver, .spliced:
             return .none
         case .modifying:
             preconditionFailure("modify while modifying")
@@ -37,7 +37,7 @@ extension ExchangeStateMachine {
         case .authorizing(let exchange, let upstream), .forwarding(let exchange, let upstream),
              .discardingRefusal(let exchange, let upstream), .switching(let exchange, let upstream): taken = (exchange, upstream)
         case .responded(let exchange), .refused(let exchange): taken = (exchange, nil)
-        case .idle, .closed, .handedOver, .spliced: return nil
+        case .idle, .authenticating, .closed, .handedOver, .spliced: return nil
         case .modifying: preconditionFailure("take while modifying")
         }
         state = .modifying

@@ -17,6 +17,8 @@ extension ExchangeStateMachine {
             return exchange.requestEnded ? .none : .readClient
         case .acquiring, .authorizing, .discardingRefusal, .closed, .handedOver, .switching, .spliced:
             return .none  // no more body until the head has gone up
+        case .authenticating:
+            return .none  // nothing more is read until the credential is checked
         case .modifying:
             preconditionFailure("read complete while modifying")
         }

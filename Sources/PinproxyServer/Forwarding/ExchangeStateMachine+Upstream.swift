@@ -39,10 +39,9 @@ extension ExchangeStateMachine {
         case .attach(let session, let header, let format):
             // Never a mix of the app's credentials and pinproxy's.
             exchange.route!.upstreamHead.headers.remove(name: header)
-            exchange.token = (session, -1)
-            exchange.tokenPlacement = (header, format)
+            exchange.token = .fetching(TokenPlacement(credential: session, header: header, format: format))
             state = .authorizing(exchange, upstream)
-            return .fetchToken(session: session, holding: upstream)
+            return .fetchToken(credential: session, host: exchange.host, holding: upstream)
         case .denied(let detail):
             // Nothing was written on the connection: it goes back to the pool as it is.
             return refuse(exchange, ProxyError(.clientDenied, host: exchange.host, detail: detail), release: upstream, reusable: true)
@@ -59,31 +58,8 @@ extension ExchangeStateMachine {
         return refuse(exchange, refusal, release: nil)
     }
 
-    mutating func tokenReady(_ token: String, generation: Int, for upstream: Upstream, now: NIODeadline) -> Action {
-        guard case .authorizing(let exchange, let held) = state, held === upstream, exchange.route != nil,
-              let session = exchange.token?.session else { return .none }
-        state = .modifying
-        let placement = exchange.tokenPlacement ?? ("Authorization", "Bearer {token}")
-        exchange.route!.upstreamHead.headers.replaceOrAdd(name: placement.header, value: placement.format.replacingOccurrences(of: "{token}", with: token))
-        exchange.token = (session, generation)
-        return send(exchange, on: upstream, now: now)
-    }
-
-    mutating func tokenFailed(_ detail: String, for upstream: Upstream) -> Action {
-        guard case .authorizing(let exchange, _) = state else { return .none }
-        return tokenRefused(ProxyError(.tokenUnavailable, host: exchange.host, detail: detail), for: upstream)
-    }
-
-    /// No token goes up: unavailable, or the upstream's 429 window for this credential is still open.
-    mutating func tokenRefused(_ refusal: ProxyError, for upstream: Upstream) -> Action {
-        guard case .authorizing(let exchange, let held) = state, held === upstream else { return .none }
-        state = .modifying
-        // Nothing was written on the connection: it goes back to the pool as it is.
-        return refuse(exchange, refusal, release: upstream, reusable: true)
-    }
-
     /// Head and pending parts go up together: the head always first.
-    private mutating func send(_ exchange: Exchange, on upstream: Upstream, now: NIODeadline) -> Action {
+    mutating func send(_ exchange: Exchange, on upstream: Upstream, now: NIODeadline) -> Action {
         let pending = exchange.pending
         exchange.pending = []
         if exchange.requestEnded { exchange.responseDeadline = now + exchange.responseTimeout }
@@ -107,14 +83,8 @@ extension ExchangeStateMachine {
             return .writeInformational(MessageRules.clientHead(from: head, closing: false))
         }
         if !head.isKeepAlive { exchange.upstreamReusable = false }
-        if head.status == .unauthorized, let token = exchange.token, token.generation >= 0,
-           !exchange.replayedAfter401, exchange.requestEnded, exchange.replayBody != nil {
-            // The token was refused: that generation goes, this 401 is swallowed,
-            // and the request is sent once more with a fresh token.
-            exchange.replayedAfter401 = true
-            exchange.responseDeadline = nil
-            state = .discardingRefusal(exchange, upstream)
-            return .invalidateToken(session: token.session, generation: token.generation)
+        if head.status == .unauthorized, let action = replayWithFreshToken(exchange, upstream) {
+            return action
         }
         exchange.responseStarted = true
         exchange.status = Int(head.status.code)
@@ -122,6 +92,9 @@ extension ExchangeStateMachine {
         exchange.responseDeadline = now + exchange.responseTimeout  // now between body reads
         let clientHead = MessageRules.clientHead(from: head, closing: exchange.closeAfter)
         state = .forwarding(exchange, upstream)
+        if head.status == .tooManyRequests, let credential = exchange.token.attachedCredential {
+            return .writeResponseHead(clientHead, throttles: (credential, exchange.host))
+        }
         return .writeResponseHead(clientHead)
     }
 
@@ -158,8 +131,7 @@ extension ExchangeStateMachine {
             return .splice(upstream, finished: exchange)
         case .discardingRefusal(let exchange, let upstream):
             state = .modifying
-            exchange.pending = exchange.replayParts
-            exchange.token = nil
+            exchange.token = .none  // `pending` holds the replay since the 401
             let reusable = exchange.upstreamReusable
             exchange.upstreamReusable = true
             state = .acquiring(exchange)
@@ -207,7 +179,7 @@ extension ExchangeStateMachine {
                 return refuse(exchange, lostBeforeAnswer(exchange, error), release: upstream)
             }
             exchange.retried = true
-            exchange.token = nil
+            exchange.token = .none
             state = .acquiring(exchange)
             return .releaseAndAcquire(upstream, reusable: false, plan: plan)
         case .switching(let exchange, let upstream):
@@ -267,7 +239,7 @@ extension ExchangeStateMachine {
                 return upstreamStalled(now: now, clientWritable: clientWritable)
             }
             return .none
-        case .idle, .discardingRefusal, .closed, .handedOver, .switching, .spliced:
+        case .idle, .authenticating, .discardingRefusal, .closed, .handedOver, .switching, .spliced:
             return .none  // a splice's silence is `SplicePipeline`'s idle timer's
         case .modifying:
             preconditionFailure("deadlines while modifying")

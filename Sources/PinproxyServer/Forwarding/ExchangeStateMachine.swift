@@ -16,6 +16,10 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
     enum State {
         /// Between requests.
         case idle
+        /// A head waits while the app's proxy credential is checked off the
+        /// event loop (PBKDF2): no read is asked for, and what arrives anyway
+        /// waits in the queue, behind the head, until `routed`.
+        case authenticating(HTTPRequestHead)
         /// Routed; waiting for an upstream connection (pool, dial, TLS, pins).
         case acquiring(Exchange)
         /// An upstream connection is held while the bearer token is fetched.
@@ -63,7 +67,9 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         /// Hand this part to the next handler (a CONNECT's).
         case passOn(HTTPServerRequestPart)
         case acquireUpstream(DialPlan)
-        case fetchToken(session: String, holding: Upstream)
+        /// Fetch the credential's token (unless its 429 window for `host` is
+        /// open), then call `tokenArrived` or `tokenFailed`.
+        case fetchToken(credential: String, host: String, holding: Upstream)
         /// Write the head and every pending part (flushing unless a read burst
         /// is under way: its end flushes), read the response, and read more
         /// of the request unless it has ended.
@@ -71,14 +77,17 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         case forwardBody(ByteBuffer, to: Upstream)
         case forwardEnd(HTTPHeaders?, to: Upstream)
         case writeInformational(HTTPResponseHead)
-        case writeResponseHead(HTTPResponseHead)
+        /// Write the response head; a 429 to a request that carried a
+        /// credential opens that credential's window for the host (`throttles`).
+        case writeResponseHead(HTTPResponseHead, throttles: (credential: String, host: String)? = nil)
         case writeResponseBody(ByteBuffer)
         /// The response ends: give the upstream back, end the app's response
         /// (closing after it when `closeClient`), and log `finished` when the
         /// exchange is over (else read the rest of the request).
         case endResponse(HTTPHeaders?, release: Upstream, reusable: Bool, closeClient: Bool, finished: Exchange?, next: Next)
-        /// The token was refused: invalidate its generation (the 401 is swallowed).
-        case invalidateToken(session: String, generation: Int)
+        /// The token was refused: invalidate its generation (the 401 is
+        /// swallowed; the request goes again with a fresh token once it ends).
+        case invalidateToken(credential: String, generation: TokenGeneration)
         /// Give the upstream back and acquire another for the same request.
         case releaseAndAcquire(Upstream?, reusable: Bool, plan: DialPlan)
         /// Send the refusal (status, `X-Pinproxy-Error`, JSON body), giving
@@ -108,6 +117,9 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
     /// Parts of pipelined requests that arrived while an exchange was in progress.
     private var queued = CircularBuffer<HTTPServerRequestPart>()
     var shuttingDown = false
+    /// The identity of the request routed last: a refusal before the next
+    /// one is routed (a malformed head) is counted under it.
+    private(set) var lastRoutedIdentity: String?
     /// Inside a burst of reads from the app: writes upstream wait for the
     /// burst's end, so a request read at once leaves in one write.
     var inReadBurst = false
@@ -143,6 +155,9 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
             return .route(head)
         case .handedOver:
             return .passOn(part)
+        case .authenticating:
+            queued.append(part)  // after the head's routing, in the order it came
+            return .none
         case .closed, .spliced:
             return .none
         case .acquiring(let exchange), .authorizing(let exchange, _), .forwarding(let exchange, _),
@@ -166,9 +181,28 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         }
     }
 
-    /// The routing decision for the head `received` asked to route.
+    /// Routing needs the app's proxy credential checked off the event loop
+    /// first: the head waits in `authenticating`, reading nothing more.
+    mutating func authenticationPending(_ head: HTTPRequestHead) {
+        guard case .idle = state else { preconditionFailure("authenticating a head in state \(state)") }
+        state = .authenticating(head)
+    }
+
+    /// Whether a head still waits for its credential check (not closed meanwhile).
+    var isAuthenticating: Bool {
+        if case .authenticating = state { return true }
+        return false
+    }
+
+    /// The routing decision for the head `received` asked to route. After
+    /// `authenticationPending`, the parts that waited meanwhile come next
+    /// from `nextQueuedPart`.
     mutating func routed(_ head: HTTPRequestHead, _ decision: RoutingDecision, now: NIODeadline) -> Action {
-        guard case .idle = state else { preconditionFailure("routed a head in state \(state)") }
+        switch state {
+        case .idle, .authenticating: state = .idle
+        default: preconditionFailure("routed a head in state \(state)")
+        }
+        lastRoutedIdentity = decision.identity
         let exchange = Exchange(head: head, decision: decision, started: now, closeAfter: !head.isKeepAlive || shuttingDown)
         if let framing = exchange.framing, framing != .none, idleTimeout > .zero {
             // A body must keep arriving, even one that is only read to be dropped.
@@ -194,10 +228,7 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         return modify { exchange, upstream in
             exchange.bytesUp += body.readableBytes
             if exchange.bodyDeadline != nil { exchange.bodyDeadline = now + idleTimeout }
-            if exchange.replayBody != nil {
-                exchange.replayBytes += body.readableBytes
-                if exchange.replayBytes <= Self.replayLimit { exchange.replayBody!.append(body) } else { exchange.replayBody = nil }
-            }
+            exchange.replay.keep(body, limit: Self.replayLimit)
             switch upstream {
             case .sending(let upstream): return .forwardBody(body, to: upstream)
             case .holding: exchange.pending.append(.body(body)); return .none
@@ -241,7 +272,10 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
             exchange.closeAfter = true
             return refuse(exchange, refusal, release: upstream)
         case .none:
-            guard case .idle = state else { return .none }
+            switch state {
+            case .idle, .authenticating: break
+            default: return .none
+            }
             let placeholder = HTTPRequestHead(version: .http1_1, method: .GET, uri: "-")
             let exchange = Exchange(head: placeholder, decision: RoutingDecision(host: "-", policy: nil, result: .failure(refusal)),
                                     started: now, closeAfter: true)
@@ -279,7 +313,7 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         case .acquiring(let exchange), .authorizing(let exchange, _), .forwarding(let exchange, _),
              .discardingRefusal(let exchange, _), .responded(let exchange), .refused(let exchange):
             return exchange.requestEnded ? nil : queued.removeFirst()
-        case .closed, .handedOver, .switching, .spliced, .modifying:
+        case .authenticating, .closed, .handedOver, .switching, .spliced, .modifying:
             return nil
         }
     }
