@@ -155,9 +155,10 @@ struct ExchangeStateMachineTests {
             let release = upstream == nil ? "" : (reusable ? " giveBack" : " discard")
             return "refuse(\(error.status.code) \(error.code.rawValue)\(release)\(close ? " close" : "")\(finished.map { " log=\($0.status ?? 0)" } ?? "") \(next))"
         case .abort(let upstream, let finished):
-            return "abort(\(upstream == nil ? "" : "discard ")\(finished.failure ?? finished.error?.code.rawValue ?? "-"))"
+            return "abort(\(upstream == nil ? "" : "discard ")\(finished.failure?.text ?? finished.error?.code.rawValue ?? "-"))"
         case .finish(let exchange, let next): return "finish(log=\(exchange.status ?? 0) \(next))"
         case .splice(_, let finished): return "splice(log=\(finished.status ?? 0))"
+        case .abandonSplice(_, let finished): return "abandonSplice(log=\(finished.status ?? 0) \(finished.failure?.text ?? "-"))"
         case .clientGone(let upstream, let finished):
             return "clientGone(\(upstream == nil ? "" : "discard ")\(finished.map { "log=\($0.status ?? 0)" } ?? "-"))"
         case .giveBack: return "giveBack"
@@ -358,7 +359,7 @@ struct ExchangeStateMachineTests {
                             .head(.GET, "/later", []), .readComplete, .after(seconds: 10, clientWritable: true, upstreamWritable: true),
                             .clientLeft], machine: &machine)
         #expect(out == ["acquire", "-", "send(GET parts=1 upgrade=websocket connection=Upgrade)", "responseHead(101 Upgrade)", "splice(log=101)",
-                        "-", "-", "-", "clientGone(-)"])
+                        "-", "-", "-", "-"])
         #expect(machine.nextQueuedPart() == nil)
     }
 

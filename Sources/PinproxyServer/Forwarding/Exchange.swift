@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import PinproxyMetrics
 import PinproxyPolicy
 
 /// One request and its response, as `ExchangeStateMachine` tracks it: what
@@ -61,7 +62,7 @@ final class Exchange {
     /// The refusal sent, if any (its code is the access line's `error`).
     var error: ProxyError?
     /// What went wrong after the response head reached the app.
-    var failure: String?
+    var failure: ExchangeFailure?
 
     /// When a request body that stopped arriving is cut (`idle_timeout`).
     var bodyDeadline: NIODeadline?
@@ -101,6 +102,55 @@ final class Exchange {
         }
     }
 
+}
+
+/// What went wrong after the response head reached the app, when no
+/// refusal could be sent; the access line's `error` then.
+enum ExchangeFailure: Equatable {
+    /// The upstream closed before the response was complete.
+    case upstreamClosed
+    /// `response_timeout` ran out between two reads of the response body.
+    case upstreamTimeout
+    /// The WebSocket `101` reached the app, but the splice could not be set up.
+    case spliceNotSetUp(SpliceFailure)
+
+    /// The access line's `error`.
+    var text: String {
+        switch self {
+        case .upstreamClosed: return "upstream_closed"
+        case .upstreamTimeout: return "upstream_timeout"
+        case .spliceNotSetUp(let failure): return failure.text
+        }
+    }
+
+    /// The `responses_cut_total` reason of a response cut short.
+    var cutReason: ResponseCutReason {
+        switch self {
+        case .upstreamClosed: return .upstreamClosed
+        case .upstreamTimeout: return .upstreamTimeout
+        case .spliceNotSetUp: return .other
+        }
+    }
+}
+
+/// Why a WebSocket splice was not set up after its `101`.
+enum SpliceFailure: Equatable {
+    /// The app's connection closed (or the `101`'s end could not be written).
+    case clientClosed
+    case upstreamClosed
+    /// The app's connection has no HTTP/1.1 layers to take out (an HTTP/2 stream).
+    case noHTTP1Layers
+    /// The pipelines could not be changed; the error's description.
+    case pipeline(String)
+
+    var text: String {
+        switch self {
+        case .clientClosed: return "client_closed"
+        case .upstreamClosed: return "upstream_closed"
+        case .noHTTP1Layers: return "no HTTP/1.1 layers to splice"
+        case .pipeline(let description): return description
+        }
+    }
 }
 
 /// A request part waiting for its head to go up first.

@@ -76,7 +76,7 @@ extension ExchangeStateMachine {
 
     /// The response was under way when something failed: the app's
     /// connection is cut so the response cannot look complete.
-    mutating func abort(_ exchange: Exchange, failure: String, release upstream: Upstream?) -> Action {
+    mutating func abort(_ exchange: Exchange, failure: ExchangeFailure, release upstream: Upstream?) -> Action {
         exchange.failure = failure
         exchange.closeAfter = true
         exchange.responseDeadline = nil

@@ -127,7 +127,7 @@ extension ExchangeStateMachine {
         case .authorizing:
             return unaskedAnswer()
         case .switching(let exchange, let upstream):
-            state = .spliced
+            state = .spliced(exchange, upstream)
             return .splice(upstream, finished: exchange)
         case .discardingRefusal(let exchange, let upstream):
             state = .modifying
@@ -184,12 +184,12 @@ extension ExchangeStateMachine {
             return .releaseAndAcquire(upstream, reusable: false, plan: plan)
         case .switching(let exchange, let upstream):
             state = .modifying
-            return abort(exchange, failure: "upstream_closed", release: upstream)
+            return abort(exchange, failure: .upstreamClosed, release: upstream)
         case .forwarding(let exchange, let upstream), .discardingRefusal(let exchange, let upstream):
             state = .modifying
             exchange.responseDeadline = nil
             if exchange.responseStarted {
-                return abort(exchange, failure: "upstream_closed", release: upstream)
+                return abort(exchange, failure: .upstreamClosed, release: upstream)
             }
             if exchange.retryableAfterLoss(error), let plan = exchange.route?.plan {
                 // A pooled connection the server had already closed: once more, on a fresh one.
@@ -272,7 +272,7 @@ extension ExchangeStateMachine {
                 state = .forwarding(exchange, upstream)
                 return .none
             }
-            return abort(exchange, failure: "upstream_timeout", release: upstream)
+            return abort(exchange, failure: .upstreamTimeout, release: upstream)
         }
         return refuse(exchange, ProxyError(.upstreamTimeout, host: exchange.host,
                                            detail: "no response from \(exchange.host) within \(seconds) s (response_timeout)"), release: upstream)

@@ -38,8 +38,10 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         /// to the app; the end of that message comes next, then the splice.
         case switching(Exchange, Upstream)
         /// After a WebSocket `101` the connection is a byte splice with that
-        /// upstream (docs/contract.md §11): no HTTP follows, nothing comes here.
-        case spliced
+        /// upstream (docs/contract.md §11): no HTTP follows. The exchange
+        /// waits for the splice's end (`spliceEnded`), or for the reason it
+        /// could not be set up (`spliceFailed`), to be logged.
+        case spliced(Exchange, Upstream)
         /// A CONNECT took the connection over: its parts belong to the
         /// `ConnectHandler` after this one.
         case handedOver
@@ -97,9 +99,12 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         case abort(release: Upstream?, finished: Exchange)
         /// The WebSocket `101` is complete: end the app's response, take the
         /// HTTP layers out of both connections and splice them byte for byte.
-        /// The upstream never goes back to the pool; `finished` is logged
-        /// (status 101) when the splice ends.
+        /// The upstream never goes back to the pool; `spliceEnded` or
+        /// `spliceFailed` follows.
         case splice(Upstream, finished: Exchange)
+        /// The splice could not be set up: discard the upstream, log
+        /// `finished` (its `failure` says why), close the app's connection.
+        case abandonSplice(release: Upstream, finished: Exchange)
         /// The exchange is over with nothing left to write.
         case finish(Exchange, next: Next)
         /// The app went away: give the upstream back (not reusable) and log.
@@ -285,6 +290,9 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
 
     /// The app closed its connection.
     mutating func clientClosed() -> Action {
+        // Between the `101` and the splice: setting it up finds the app gone,
+        // and `spliceFailed` logs the exchange (once).
+        if case .spliced = state { return .none }
         let taken = takeExchange()
         state = .closed
         guard case .some((let exchange, let upstream)) = taken else { return .clientGone(release: nil, finished: nil) }

@@ -241,10 +241,9 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             if let upstream { release(upstream, reusable: false) }
             services.logger.warning("response cut short", metadata: [
                 "host": "\(finished.host)", "client": "\(clientAddress)", "bytes_down": "\(finished.bytesDown)",
-                "reason": "\(finished.failure ?? finished.error?.description ?? "-")",
+                "reason": "\(finished.failure?.text ?? finished.error?.description ?? "-")",
             ])
-            services.instrumentation.responseCut(
-                policy: finished.policy, reason: finished.failure.flatMap(ResponseCutReason.init(rawValue:)) ?? .other)
+            services.instrumentation.responseCut(policy: finished.policy, reason: finished.failure?.cutReason ?? .other)
             logAccess(finished)
             context.flush()
             context.close(promise: nil)
@@ -256,6 +255,8 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
                     self.splice(upstream, exchange, written: (try? result.get()) != nil, context: context)
                 }
             }
+        case .abandonSplice(let upstream, let exchange):
+            abandonSplice(upstream, exchange, context: context)
         case .finish(let exchange, let next):
             logAccess(exchange)
             after(next, context: context)
@@ -373,7 +374,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             client: clientAddress, method: exchange.method.rawValue, host: exchange.host.isEmpty ? "-" : exchange.host,
             path: exchange.target, status: status, bytesUp: exchange.bytesUp, bytesDown: exchange.bytesDown,
             seconds: seconds, policy: exchange.policyLabel, pin: exchange.pinVerdict?.metricLabel,
-            upstream: exchange.upstreamAddress, error: exchange.error?.code.rawValue ?? exchange.failure, mode: modeLabel,
+            upstream: exchange.upstreamAddress, error: exchange.error?.code.rawValue ?? exchange.failure?.text, mode: modeLabel,
             identity: exchange.identity, clientProtocol: clientProtocol, detail: exchange.error?.withheldDetail
         ), to: traffic!.recorder)
     }
