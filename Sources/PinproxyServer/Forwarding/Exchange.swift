@@ -22,27 +22,28 @@ final class Exchange {
     var policy: HostPolicy?
     /// The client's identity (nil: anonymous), for the access line and the `client` label.
     var identity: String?
-    /// Nil when the request was refused before it had a route.
-    var route: Route?
+    /// The route's `response_timeout` (the default for a request refused
+    /// before it had a route). The route itself travels in the machine's
+    /// states that need it.
+    let responseTimeout: TimeAmount
     /// How the request body is delimited (nil: ambiguous, and refused).
     var framing: RequestFraming?
     /// The connection ends with this exchange (the app asked, a refusal, shutdown).
     var closeAfter: Bool
 
-    var requestEnded = false
+    /// How far the app's request got.
+    var request: RequestSide = .streaming
+    var requestEnded: Bool { request == .ended }
     /// Parts read before the head could go up (no upstream yet, or a token
     /// being fetched): nothing of a request reaches the upstream before its head.
     var pending: [PendingPart] = []
     var bytesUp = 0
     var bytesDown = 0
     var status: Int?
-    var responseStarted = false
-    /// The response's status (204, 304) or the request's method (HEAD) says
-    /// it has no body: bytes the upstream sends anyway are not passed on.
-    var responseBodyless = false
-    /// An upstream sent a body with a response that cannot have one: it was
-    /// dropped and that upstream connection (or stream) closed.
-    var droppedBodylessBody = false
+    /// How far the response to the app got.
+    var response: ResponseSide = .notStarted
+    /// Something went to the app: a refusal can no longer take its place.
+    var responseStarted: Bool { response != .notStarted }
     /// Whether the upstream connection may serve another request afterwards.
     var upstreamReusable = true
 
@@ -79,9 +80,11 @@ final class Exchange {
         self.framing = decision.framing
         self.identity = decision.identity
         if case .success(let route) = decision.result {
-            self.route = route
+            self.responseTimeout = route.responseTimeout
             // Kept so that a 401 can be answered by a replay with a fresh token.
             if decision.policy?.spec.auth != nil { replay = .keeping([], bytes: 0) }
+        } else {
+            self.responseTimeout = TimeAmount(HostPolicyDefaults.responseTimeout)
         }
     }
 
@@ -102,6 +105,32 @@ final class Exchange {
         }
     }
 
+}
+
+/// The app's request inside an exchange, as far as it got.
+enum RequestSide: Equatable {
+    /// Its end has not arrived: body parts may follow (the framing bounds them).
+    case streaming
+    /// Its end arrived: what follows belongs to the next request.
+    case ended
+}
+
+/// The response to the app inside an exchange, as far as it got.
+enum ResponseSide: Equatable {
+    /// Nothing went to the app yet: a refusal can still be sent.
+    case notStarted
+    /// The upstream's head went to the app. `bodyless`: its status (204,
+    /// 304) or the request's method (HEAD) says it has no body, so bytes the
+    /// upstream sends anyway are not passed on.
+    case streaming(bodyless: Bool)
+    /// The upstream sent a body with a response that cannot have one: it
+    /// was dropped, the response ended there, and that upstream connection
+    /// (or stream) is not used again.
+    case droppedBody
+    /// A refusal went to the app in the response's place.
+    case refused
+    /// The upstream's WebSocket `101` went to the app.
+    case switched
 }
 
 /// What went wrong after the response head reached the app, when no

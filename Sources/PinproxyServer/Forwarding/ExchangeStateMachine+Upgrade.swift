@@ -9,10 +9,10 @@ import NIOHTTP1
 /// or its failure to be set up, ends the exchange here too.
 extension ExchangeStateMachine {
     /// Called from `responseHead` with the state set aside (`.modifying`).
-    mutating func switchingProtocols(_ head: HTTPResponseHead, _ exchange: Exchange, _ upstream: Upstream) -> Action {
+    mutating func switchingProtocols(_ head: HTTPResponseHead, _ exchange: Exchange, _ route: Route, _ upstream: Upstream) -> Action {
         let host = exchange.host
         let detail: String
-        if exchange.route?.webSocket != true {
+        if !route.webSocket {
             detail = "upstream \(host) answered 101 Switching Protocols to a request that asked for no upgrade"
         } else if !exchange.requestEnded {
             // The rest of the body would reach a peer that speaks another protocol.
@@ -24,7 +24,7 @@ extension ExchangeStateMachine {
         } else if !head.headers["upgrade"].contains(where: { $0.lowercased().contains("websocket") }) {
             detail = "upstream \(host) answered 101 with Upgrade \"\(head.headers["upgrade"].first ?? "")\" to a WebSocket upgrade"
         } else {
-            exchange.responseStarted = true
+            exchange.response = .switched
             exchange.status = 101
             exchange.responseDeadline = nil
             exchange.bodyDeadline = nil

@@ -24,7 +24,7 @@ extension ExchangeStateMachine {
     /// The pool or a dial gave a connection for the exchange being acquired.
     mutating func upstreamAcquired(_ upstream: Upstream, reused: Bool, pinVerdict: PinVerdict?, address: String,
                                    authorization: Authorization, now: NIODeadline) -> Action {
-        guard case .acquiring(let exchange) = state, exchange.route != nil else {
+        guard case .acquiring(let exchange, let route) = state else {
             return .giveBack(upstream)  // the app left, or the exchange was refused meanwhile
         }
         state = .modifying
@@ -35,22 +35,22 @@ extension ExchangeStateMachine {
         case .untouched:
             break
         case .withheld(let remove, let header):
-            if remove { exchange.route!.upstreamHead.headers.remove(name: header) }
+            if remove { route.upstreamHead.headers.remove(name: header) }
         case .attach(let session, let header, let format):
             // Never a mix of the app's credentials and pinproxy's.
-            exchange.route!.upstreamHead.headers.remove(name: header)
+            route.upstreamHead.headers.remove(name: header)
             exchange.token = .fetching(TokenPlacement(credential: session, header: header, format: format))
-            state = .authorizing(exchange, upstream)
+            state = .authorizing(exchange, route, upstream)
             return .fetchToken(credential: session, host: exchange.host, holding: upstream)
         case .denied(let detail):
             // Nothing was written on the connection: it goes back to the pool as it is.
             return refuse(exchange, ProxyError(.clientDenied, host: exchange.host, detail: detail), release: upstream, reusable: true)
         }
-        return send(exchange, on: upstream, now: now)
+        return send(exchange, route, on: upstream, now: now)
     }
 
     mutating func upstreamFailed(_ error: any Error) -> Action {
-        guard case .acquiring(let exchange) = state else { return .none }
+        guard case .acquiring(let exchange, _) = state else { return .none }
         state = .modifying
         let refusal = UpstreamConnector.refusal(for: error, host: exchange.host)
         // The access line names the verdict of a refused pin check too.
@@ -59,39 +59,37 @@ extension ExchangeStateMachine {
     }
 
     /// Head and pending parts go up together: the head always first.
-    mutating func send(_ exchange: Exchange, on upstream: Upstream, now: NIODeadline) -> Action {
+    mutating func send(_ exchange: Exchange, _ route: Route, on upstream: Upstream, now: NIODeadline) -> Action {
         let pending = exchange.pending
         exchange.pending = []
         if exchange.requestEnded { exchange.responseDeadline = now + exchange.responseTimeout }
-        let head = exchange.route!.upstreamHead
         let readClient = !exchange.requestEnded
-        state = .forwarding(exchange, upstream)
-        return .sendRequest(head, pending: pending, to: upstream, flush: !inReadBurst, readClient: readClient)
+        state = .forwarding(exchange, route, upstream)
+        return .sendRequest(route.upstreamHead, pending: pending, to: upstream, flush: !inReadBurst, readClient: readClient)
     }
 
     // MARK: The response
 
     mutating func responseHead(_ head: HTTPResponseHead, now: NIODeadline) -> Action {
         if case .authorizing = state { return unaskedAnswer() }
-        guard case .forwarding(let exchange, let upstream) = state else { return .none }
+        guard case .forwarding(let exchange, let route, let upstream) = state else { return .none }
         state = .modifying
         if head.status == .switchingProtocols {
-            return switchingProtocols(head, exchange, upstream)
+            return switchingProtocols(head, exchange, route, upstream)
         }
         if head.status.code >= 100 && head.status.code < 200 {
-            state = .forwarding(exchange, upstream)
+            state = .forwarding(exchange, route, upstream)
             return .writeInformational(MessageRules.clientHead(from: head, closing: false))
         }
         if !head.isKeepAlive { exchange.upstreamReusable = false }
-        if head.status == .unauthorized, let action = replayWithFreshToken(exchange, upstream) {
+        if head.status == .unauthorized, let action = replayWithFreshToken(exchange, route, upstream) {
             return action
         }
-        exchange.responseStarted = true
         exchange.status = Int(head.status.code)
-        exchange.responseBodyless = head.status == .noContent || head.status == .notModified || exchange.method == .HEAD
+        exchange.response = .streaming(bodyless: head.status == .noContent || head.status == .notModified || exchange.method == .HEAD)
         exchange.responseDeadline = now + exchange.responseTimeout  // now between body reads
         let clientHead = MessageRules.clientHead(from: head, closing: exchange.closeAfter)
-        state = .forwarding(exchange, upstream)
+        state = .forwarding(exchange, route, upstream)
         if head.status == .tooManyRequests, let credential = exchange.token.attachedCredential {
             return .writeResponseHead(clientHead, throttles: (credential, exchange.host))
         }
@@ -102,20 +100,19 @@ extension ExchangeStateMachine {
         switch state {
         case .authorizing:
             return unaskedAnswer()
-        case .forwarding(let exchange, _) where exchange.responseBodyless:
+        case .forwarding(let exchange, _, _) where exchange.response == .streaming(bodyless: true):
             // The app's encoder frames a 204, a 304 or a HEAD answer as bodiless,
             // so these bytes would reach the app raw and be read as the answer to
             // its next request. Dropped; the response ends here, and the
             // connection (or HTTP/2 stream) that sent them is not used again.
             guard body.readableBytes > 0 else { return .none }
-            exchange.droppedBodylessBody = true
+            exchange.response = .droppedBody
             exchange.upstreamReusable = false
             return responseEnd(nil)
-        case .forwarding(let exchange, let upstream):
-            state = .modifying
+        case .forwarding(let exchange, _, _):
+            // The exchange is a class: nothing in the state changes.
             exchange.bytesDown += body.readableBytes
             exchange.responseDeadline = now + exchange.responseTimeout
-            state = .forwarding(exchange, upstream)
             return .writeResponseBody(body)
         default:
             return .none  // a swallowed 401's body
@@ -129,14 +126,14 @@ extension ExchangeStateMachine {
         case .switching(let exchange, let upstream):
             state = .spliced(exchange, upstream)
             return .splice(upstream, finished: exchange)
-        case .discardingRefusal(let exchange, let upstream):
+        case .discardingRefusal(let exchange, let route, let upstream):
             state = .modifying
             exchange.token = .none  // `pending` holds the replay since the 401
             let reusable = exchange.upstreamReusable
             exchange.upstreamReusable = true
-            state = .acquiring(exchange)
-            return .releaseAndAcquire(upstream, reusable: reusable, plan: exchange.route!.plan)
-        case .forwarding(let exchange, let upstream):
+            state = .acquiring(exchange, route)
+            return .releaseAndAcquire(upstream, reusable: reusable, plan: route.plan)
+        case .forwarding(let exchange, _, let upstream):
             state = .modifying
             exchange.responseDeadline = nil
             // An upstream that answered before the request was all sent (413, 401…):
@@ -171,32 +168,32 @@ extension ExchangeStateMachine {
     /// The upstream connection failed or closed while the exchange held it.
     mutating func upstreamClosed(_ error: (any Error)?) -> Action {
         switch state {
-        case .authorizing(let exchange, let upstream):
+        case .authorizing(let exchange, let route, let upstream):
             // Lost while the token was fetched: nothing was written, so another
             // connection may carry the request, whatever its method (once).
             state = .modifying
-            guard !exchange.retried, let plan = exchange.route?.plan else {
+            guard !exchange.retried else {
                 return refuse(exchange, lostBeforeAnswer(exchange, error), release: upstream)
             }
             exchange.retried = true
             exchange.token = .none
-            state = .acquiring(exchange)
-            return .releaseAndAcquire(upstream, reusable: false, plan: plan)
+            state = .acquiring(exchange, route)
+            return .releaseAndAcquire(upstream, reusable: false, plan: route.plan)
         case .switching(let exchange, let upstream):
             state = .modifying
             return abort(exchange, failure: .upstreamClosed, release: upstream)
-        case .forwarding(let exchange, let upstream), .discardingRefusal(let exchange, let upstream):
+        case .forwarding(let exchange, let route, let upstream), .discardingRefusal(let exchange, let route, let upstream):
             state = .modifying
             exchange.responseDeadline = nil
             if exchange.responseStarted {
                 return abort(exchange, failure: .upstreamClosed, release: upstream)
             }
-            if exchange.retryableAfterLoss(error), let plan = exchange.route?.plan {
+            if exchange.retryableAfterLoss(error) {
                 // A pooled connection the server had already closed: once more, on a fresh one.
                 exchange.retried = true
                 exchange.pending = [.end(nil)]
-                state = .acquiring(exchange)
-                return .releaseAndAcquire(upstream, reusable: false, plan: plan)
+                state = .acquiring(exchange, route)
+                return .releaseAndAcquire(upstream, reusable: false, plan: route.plan)
             }
             return refuse(exchange, lostBeforeAnswer(exchange, error), release: upstream)
         default:
@@ -223,12 +220,12 @@ extension ExchangeStateMachine {
     mutating func deadlinesPassed(now: NIODeadline, clientWritable: Bool, upstreamWritable: Bool) -> Action {
         let idleTimeout = self.idleTimeout
         switch state {
-        case .acquiring(let exchange), .authorizing(let exchange, _):
+        case .acquiring(let exchange, _), .authorizing(let exchange, _, _):
             if let deadline = exchange.bodyDeadline, deadline <= now {
                 return modify { exchange, _ in exchange.bodyDeadline = now + idleTimeout; return .none }  // not reading yet
             }
             return .none
-        case .forwarding(let exchange, _), .responded(let exchange), .refused(let exchange):
+        case .forwarding(let exchange, _, _), .responded(let exchange), .refused(let exchange):
             if let deadline = exchange.bodyDeadline, deadline <= now {
                 if case .forwarding = state, !upstreamWritable {
                     return modify { exchange, _ in exchange.bodyDeadline = now + idleTimeout; return .none }
@@ -261,7 +258,7 @@ extension ExchangeStateMachine {
     /// `response_timeout` ran out: for the head (504), or between two reads
     /// of the body (the app's connection is cut).
     private mutating func upstreamStalled(now: NIODeadline, clientWritable: Bool) -> Action {
-        guard case .forwarding(let exchange, let upstream) = state else {
+        guard case .forwarding(let exchange, let route, let upstream) = state else {
             return modify { exchange, _ in exchange.responseDeadline = nil; return .none }
         }
         state = .modifying
@@ -269,7 +266,7 @@ extension ExchangeStateMachine {
         if exchange.responseStarted {
             guard clientWritable else {
                 exchange.responseDeadline = now + exchange.responseTimeout  // withheld for a slow app
-                state = .forwarding(exchange, upstream)
+                state = .forwarding(exchange, route, upstream)
                 return .none
             }
             return abort(exchange, failure: .upstreamTimeout, release: upstream)

@@ -20,15 +20,19 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         /// event loop (PBKDF2): no read is asked for, and what arrives anyway
         /// waits in the queue, behind the head, until `routed`.
         case authenticating(HTTPRequestHead)
+        // The states that dial, send or send again carry the route; the
+        // exchange's own request and response sub-states (`RequestSide`,
+        // `ResponseSide`) say how far each direction got.
+
         /// Routed; waiting for an upstream connection (pool, dial, TLS, pins).
-        case acquiring(Exchange)
+        case acquiring(Exchange, Route)
         /// An upstream connection is held while the bearer token is fetched.
-        case authorizing(Exchange, Upstream)
+        case authorizing(Exchange, Route, Upstream)
         /// The head went up; the request body and the response stream.
-        case forwarding(Exchange, Upstream)
+        case forwarding(Exchange, Route, Upstream)
         /// The upstream refused the token: its 401 is swallowed, then the
         /// request is sent again with a fresh one.
-        case discardingRefusal(Exchange, Upstream)
+        case discardingRefusal(Exchange, Route, Upstream)
         /// The response is complete; the rest of the request body is dropped.
         case responded(Exchange)
         /// A refusal was sent on a connection that stays open; the rest of
@@ -165,8 +169,8 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
             return .none
         case .closed, .spliced:
             return .none
-        case .acquiring(let exchange), .authorizing(let exchange, _), .forwarding(let exchange, _),
-             .discardingRefusal(let exchange, _), .responded(let exchange), .refused(let exchange), .switching(let exchange, _):
+        case .acquiring(let exchange, _), .authorizing(let exchange, _, _), .forwarding(let exchange, _, _),
+             .discardingRefusal(let exchange, _, _), .responded(let exchange), .refused(let exchange), .switching(let exchange, _):
             if exchange.requestEnded {
                 queued.append(part)  // the next pipelined request waits its turn
                 return .none
@@ -217,7 +221,7 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         case .failure(let refusal):
             return refuse(exchange, refusal, release: nil)
         case .success(let route):
-            state = .acquiring(exchange)
+            state = .acquiring(exchange, route)
             return .acquireUpstream(route.plan)
         }
     }
@@ -245,12 +249,12 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
     private mutating func requestEnd(_ trailers: HTTPHeaders?, now: NIODeadline) -> Action {
         switch state {
         case .responded(let exchange), .refused(let exchange):
-            exchange.requestEnded = true
+            exchange.request = .ended
             exchange.bodyDeadline = nil
             return finish(exchange)
         default:
             return modify { exchange, upstream in
-                exchange.requestEnded = true
+                exchange.request = .ended
                 exchange.bodyDeadline = nil
                 switch upstream {
                 case .sending(let upstream):
@@ -318,8 +322,8 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         switch state {
         case .idle:
             return queued.removeFirst()
-        case .acquiring(let exchange), .authorizing(let exchange, _), .forwarding(let exchange, _),
-             .discardingRefusal(let exchange, _), .responded(let exchange), .refused(let exchange):
+        case .acquiring(let exchange, _), .authorizing(let exchange, _, _), .forwarding(let exchange, _, _),
+             .discardingRefusal(let exchange, _, _), .responded(let exchange), .refused(let exchange):
             return exchange.requestEnded ? nil : queued.removeFirst()
         case .authenticating, .closed, .handedOver, .switching, .spliced, .modifying:
             return nil
@@ -327,8 +331,3 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
     }
 }
 
-extension Exchange {
-    var responseTimeout: TimeAmount {
-        route?.responseTimeout ?? TimeAmount(HostPolicyDefaults.responseTimeout)
-    }
-}

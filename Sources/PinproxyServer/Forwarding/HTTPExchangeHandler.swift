@@ -359,7 +359,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     }
 
     func logAccess(_ exchange: Exchange) {
-        if exchange.droppedBodylessBody {
+        if exchange.response == .droppedBody {
             services.logger.warning("upstream sent a body with a response that has none; dropped, connection not reused", metadata: [
                 "host": "\(exchange.host)", "status": "\(exchange.status ?? 0)", "method": "\(exchange.method.rawValue)",
             ])
