@@ -3,9 +3,11 @@ import NIOHTTP1
 import PinproxyPolicy
 
 /// The request path of one client connection as a value: events go in (a
-/// request part, an upstream connection, a token, a response part, a
-/// deadline), one `Action` comes out, and `HTTPExchangeHandler` carries it
-/// out. No I/O and no clock here: time comes in with the events, so the
+/// request part, the end of a credential check, an upstream connection, a
+/// token or why there is none, a response part, a deadline, the end of a
+/// splice), one `Action` comes out, and `HTTPExchangeHandler` carries it
+/// out. The machine holds all of the exchange's state; the handler holds
+/// channels. No I/O and no clock here: time comes in with the events, so the
 /// machine is tested with tables of events and the actions expected.
 ///
 /// One exchange at a time; parts of pipelined requests wait in `queued`.
