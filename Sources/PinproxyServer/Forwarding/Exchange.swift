@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import PinproxyMetrics
 import PinproxyPolicy
 
 /// One request and its response, as `ExchangeStateMachine` tracks it: what
@@ -21,27 +22,28 @@ final class Exchange {
     var policy: HostPolicy?
     /// The client's identity (nil: anonymous), for the access line and the `client` label.
     var identity: String?
-    /// Nil when the request was refused before it had a route.
-    var route: Route?
+    /// The route's `response_timeout` (the default for a request refused
+    /// before it had a route). The route itself travels in the machine's
+    /// states that need it.
+    let responseTimeout: TimeAmount
     /// How the request body is delimited (nil: ambiguous, and refused).
     var framing: RequestFraming?
     /// The connection ends with this exchange (the app asked, a refusal, shutdown).
     var closeAfter: Bool
 
-    var requestEnded = false
+    /// How far the app's request got.
+    var request: RequestSide = .streaming
+    var requestEnded: Bool { request == .ended }
     /// Parts read before the head could go up (no upstream yet, or a token
     /// being fetched): nothing of a request reaches the upstream before its head.
     var pending: [PendingPart] = []
     var bytesUp = 0
     var bytesDown = 0
     var status: Int?
-    var responseStarted = false
-    /// The response's status (204, 304) or the request's method (HEAD) says
-    /// it has no body: bytes the upstream sends anyway are not passed on.
-    var responseBodyless = false
-    /// An upstream sent a body with a response that cannot have one: it was
-    /// dropped and that upstream connection (or stream) closed.
-    var droppedBodylessBody = false
+    /// How far the response to the app got.
+    var response: ResponseSide = .notStarted
+    /// Something went to the app: a refusal can no longer take its place.
+    var responseStarted: Bool { response != .notStarted }
     /// Whether the upstream connection may serve another request afterwards.
     var upstreamReusable = true
 
@@ -50,21 +52,18 @@ final class Exchange {
     var reused = false
     var retried = false
 
-    /// The body kept for a replay after a 401 (nil once it outgrew the limit).
-    var replayBody: [ByteBuffer]?
-    var replayBytes = 0
-    var replayedAfter401 = false
-    /// The token attached (its session and generation), for a 401's invalidation.
-    var token: (session: String, generation: Int)?
-    /// Where the token goes (`auth.header`, `auth.format`).
-    var tokenPlacement: (header: String, format: String)?
+    /// The body kept for the one replay after a 401 to a token.
+    var replay: Replay = .unavailable
+    /// The bearer token: none, being fetched, or attached (its generation is
+    /// what a 401 invalidates).
+    var token: TokenStage = .none
 
     var pinVerdict: PinVerdict?
     var upstreamAddress: String?
     /// The refusal sent, if any (its code is the access line's `error`).
     var error: ProxyError?
     /// What went wrong after the response head reached the app.
-    var failure: String?
+    var failure: ExchangeFailure?
 
     /// When a request body that stopped arriving is cut (`idle_timeout`).
     var bodyDeadline: NIODeadline?
@@ -81,9 +80,11 @@ final class Exchange {
         self.framing = decision.framing
         self.identity = decision.identity
         if case .success(let route) = decision.result {
-            self.route = route
+            self.responseTimeout = route.responseTimeout
             // Kept so that a 401 can be answered by a replay with a fresh token.
-            if decision.policy?.spec.auth != nil { replayBody = [] }
+            if decision.policy?.spec.auth != nil { replay = .keeping([], bytes: 0) }
+        } else {
+            self.responseTimeout = TimeAmount(HostPolicyDefaults.responseTimeout)
         }
     }
 
@@ -104,9 +105,80 @@ final class Exchange {
         }
     }
 
-    /// The parts that send the request again: the kept body, then its end.
-    var replayParts: [PendingPart] {
-        (replayBody ?? []).map { .body($0) } + [.end(nil)]
+}
+
+/// The app's request inside an exchange, as far as it got.
+enum RequestSide: Equatable {
+    /// Its end has not arrived: body parts may follow (the framing bounds them).
+    case streaming
+    /// Its end arrived: what follows belongs to the next request.
+    case ended
+}
+
+/// The response to the app inside an exchange, as far as it got.
+enum ResponseSide: Equatable {
+    /// Nothing went to the app yet: a refusal can still be sent.
+    case notStarted
+    /// The upstream's head went to the app. `bodyless`: its status (204,
+    /// 304) or the request's method (HEAD) says it has no body, so bytes the
+    /// upstream sends anyway are not passed on.
+    case streaming(bodyless: Bool)
+    /// The upstream sent a body with a response that cannot have one: it
+    /// was dropped, the response ended there, and that upstream connection
+    /// (or stream) is not used again.
+    case droppedBody
+    /// A refusal went to the app in the response's place.
+    case refused
+    /// The upstream's WebSocket `101` went to the app.
+    case switched
+}
+
+/// What went wrong after the response head reached the app, when no
+/// refusal could be sent; the access line's `error` then.
+enum ExchangeFailure: Equatable {
+    /// The upstream closed before the response was complete.
+    case upstreamClosed
+    /// `response_timeout` ran out between two reads of the response body.
+    case upstreamTimeout
+    /// The WebSocket `101` reached the app, but the splice could not be set up.
+    case spliceNotSetUp(SpliceFailure)
+
+    /// The access line's `error`.
+    var text: String {
+        switch self {
+        case .upstreamClosed: return "upstream_closed"
+        case .upstreamTimeout: return "upstream_timeout"
+        case .spliceNotSetUp(let failure): return failure.text
+        }
+    }
+
+    /// The `responses_cut_total` reason of a response cut short.
+    var cutReason: ResponseCutReason {
+        switch self {
+        case .upstreamClosed: return .upstreamClosed
+        case .upstreamTimeout: return .upstreamTimeout
+        case .spliceNotSetUp: return .other
+        }
+    }
+}
+
+/// Why a WebSocket splice was not set up after its `101`.
+enum SpliceFailure: Equatable {
+    /// The app's connection closed (or the `101`'s end could not be written).
+    case clientClosed
+    case upstreamClosed
+    /// The app's connection has no HTTP/1.1 layers to take out (an HTTP/2 stream).
+    case noHTTP1Layers
+    /// The pipelines could not be changed; the error's description.
+    case pipeline(String)
+
+    var text: String {
+        switch self {
+        case .clientClosed: return "client_closed"
+        case .upstreamClosed: return "upstream_closed"
+        case .noHTTP1Layers: return "no HTTP/1.1 layers to splice"
+        case .pipeline(let description): return description
+        }
     }
 }
 

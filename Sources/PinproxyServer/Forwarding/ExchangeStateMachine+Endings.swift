@@ -15,13 +15,13 @@ extension ExchangeStateMachine {
     /// Runs `body` on the current exchange, which stays in its state.
     mutating func modify(_ body: (Exchange, PartSink) -> Action) -> Action {
         switch state {
-        case .acquiring(let exchange), .authorizing(let exchange, _):
+        case .acquiring(let exchange, _), .authorizing(let exchange, _, _):
             return body(exchange, .holding)
-        case .forwarding(let exchange, let upstream):
+        case .forwarding(let exchange, _, let upstream):
             return body(exchange, .sending(upstream))
-        case .discardingRefusal(let exchange, _), .responded(let exchange), .refused(let exchange), .switching(let exchange, _):
+        case .discardingRefusal(let exchange, _, _), .responded(let exchange), .refused(let exchange), .switching(let exchange, _):
             return body(exchange, .none)
-        case .idle, .closed, .handedOver, .spliced:
+        case .idle, .authenticating, .closed, .handedOver, .spliced:
             return .none
         case .modifying:
             preconditionFailure("modify while modifying")
@@ -33,11 +33,11 @@ extension ExchangeStateMachine {
     mutating func takeExchange() -> (Exchange, Upstream?)? {
         let taken: (Exchange, Upstream?)?
         switch state {
-        case .acquiring(let exchange): taken = (exchange, nil)
-        case .authorizing(let exchange, let upstream), .forwarding(let exchange, let upstream),
-             .discardingRefusal(let exchange, let upstream), .switching(let exchange, let upstream): taken = (exchange, upstream)
+        case .acquiring(let exchange, _): taken = (exchange, nil)
+        case .authorizing(let exchange, _, let upstream), .forwarding(let exchange, _, let upstream),
+             .discardingRefusal(let exchange, _, let upstream), .switching(let exchange, let upstream): taken = (exchange, upstream)
         case .responded(let exchange), .refused(let exchange): taken = (exchange, nil)
-        case .idle, .closed, .handedOver, .spliced: return nil
+        case .idle, .authenticating, .closed, .handedOver, .spliced: return nil
         case .modifying: preconditionFailure("take while modifying")
         }
         state = .modifying
@@ -56,7 +56,7 @@ extension ExchangeStateMachine {
             state = .closed
             return .abort(release: upstream, finished: exchange)
         }
-        exchange.responseStarted = true
+        exchange.response = .refused
         if refusal.code == .badRequest { exchange.closeAfter = true }
         // An unread request body on a refused request: close rather than read it all.
         if !exchange.requestEnded, case .length(let length)? = exchange.framing, length > Self.drainLimit {
@@ -76,7 +76,7 @@ extension ExchangeStateMachine {
 
     /// The response was under way when something failed: the app's
     /// connection is cut so the response cannot look complete.
-    mutating func abort(_ exchange: Exchange, failure: String, release upstream: Upstream?) -> Action {
+    mutating func abort(_ exchange: Exchange, failure: ExchangeFailure, release upstream: Upstream?) -> Action {
         exchange.failure = failure
         exchange.closeAfter = true
         exchange.responseDeadline = nil
@@ -108,7 +108,7 @@ extension ExchangeStateMachine {
     /// The upstream connection the current exchange holds, if any.
     var heldUpstream: Upstream? {
         switch state {
-        case .authorizing(_, let upstream), .forwarding(_, let upstream), .discardingRefusal(_, let upstream),
+        case .authorizing(_, _, let upstream), .forwarding(_, _, let upstream), .discardingRefusal(_, _, let upstream),
              .switching(_, let upstream): return upstream
         default: return nil
         }

@@ -11,19 +11,21 @@ extension ExchangeStateMachine {
         switch state {
         case .idle:
             return .readClient  // a head may span several reads
-        case .forwarding(let exchange, let upstream):
+        case .forwarding(let exchange, _, let upstream):
             return .flushUpstream(upstream, readClient: !exchange.requestEnded && upstreamWritable)
         case .responded(let exchange), .refused(let exchange):
             return exchange.requestEnded ? .none : .readClient
         case .acquiring, .authorizing, .discardingRefusal, .closed, .handedOver, .switching, .spliced:
             return .none  // no more body until the head has gone up
+        case .authenticating:
+            return .none  // nothing more is read until the credential is checked
         case .modifying:
             preconditionFailure("read complete while modifying")
         }
     }
 
     func clientWritabilityChanged(writable: Bool) -> Action {
-        if writable, case .forwarding(let exchange, let upstream) = state, exchange.responseStarted {
+        if writable, case .forwarding(let exchange, _, let upstream) = state, exchange.responseStarted {
             return .readUpstream(upstream)
         }
         return .none
@@ -31,7 +33,7 @@ extension ExchangeStateMachine {
 
     func upstreamReadComplete(clientWritable: Bool) -> Action {
         switch state {
-        case .forwarding(_, let upstream), .discardingRefusal(_, let upstream):
+        case .forwarding(_, _, let upstream), .discardingRefusal(_, _, let upstream):
             return .flushClient(readUpstream: clientWritable ? upstream : nil)
         default:
             return .none
@@ -39,7 +41,7 @@ extension ExchangeStateMachine {
     }
 
     func upstreamWritabilityChanged(writable: Bool) -> Action {
-        if writable, case .forwarding(let exchange, _) = state, !exchange.requestEnded {
+        if writable, case .forwarding(let exchange, _, _) = state, !exchange.requestEnded {
             return .readClient
         }
         return .none

@@ -24,7 +24,7 @@ extension ExchangeStateMachine {
     /// The pool or a dial gave a connection for the exchange being acquired.
     mutating func upstreamAcquired(_ upstream: Upstream, reused: Bool, pinVerdict: PinVerdict?, address: String,
                                    authorization: Authorization, now: NIODeadline) -> Action {
-        guard case .acquiring(let exchange) = state, exchange.route != nil else {
+        guard case .acquiring(let exchange, let route) = state else {
             return .giveBack(upstream)  // the app left, or the exchange was refused meanwhile
         }
         state = .modifying
@@ -35,23 +35,22 @@ extension ExchangeStateMachine {
         case .untouched:
             break
         case .withheld(let remove, let header):
-            if remove { exchange.route!.upstreamHead.headers.remove(name: header) }
+            if remove { route.upstreamHead.headers.remove(name: header) }
         case .attach(let session, let header, let format):
             // Never a mix of the app's credentials and pinproxy's.
-            exchange.route!.upstreamHead.headers.remove(name: header)
-            exchange.token = (session, -1)
-            exchange.tokenPlacement = (header, format)
-            state = .authorizing(exchange, upstream)
-            return .fetchToken(session: session, holding: upstream)
+            route.upstreamHead.headers.remove(name: header)
+            exchange.token = .fetching(TokenPlacement(credential: session, header: header, format: format))
+            state = .authorizing(exchange, route, upstream)
+            return .fetchToken(credential: session, host: exchange.host, holding: upstream)
         case .denied(let detail):
             // Nothing was written on the connection: it goes back to the pool as it is.
             return refuse(exchange, ProxyError(.clientDenied, host: exchange.host, detail: detail), release: upstream, reusable: true)
         }
-        return send(exchange, on: upstream, now: now)
+        return send(exchange, route, on: upstream, now: now)
     }
 
     mutating func upstreamFailed(_ error: any Error) -> Action {
-        guard case .acquiring(let exchange) = state else { return .none }
+        guard case .acquiring(let exchange, _) = state else { return .none }
         state = .modifying
         let refusal = UpstreamConnector.refusal(for: error, host: exchange.host)
         // The access line names the verdict of a refused pin check too.
@@ -59,69 +58,41 @@ extension ExchangeStateMachine {
         return refuse(exchange, refusal, release: nil)
     }
 
-    mutating func tokenReady(_ token: String, generation: Int, for upstream: Upstream, now: NIODeadline) -> Action {
-        guard case .authorizing(let exchange, let held) = state, held === upstream, exchange.route != nil,
-              let session = exchange.token?.session else { return .none }
-        state = .modifying
-        let placement = exchange.tokenPlacement ?? ("Authorization", "Bearer {token}")
-        exchange.route!.upstreamHead.headers.replaceOrAdd(name: placement.header, value: placement.format.replacingOccurrences(of: "{token}", with: token))
-        exchange.token = (session, generation)
-        return send(exchange, on: upstream, now: now)
-    }
-
-    mutating func tokenFailed(_ detail: String, for upstream: Upstream) -> Action {
-        guard case .authorizing(let exchange, _) = state else { return .none }
-        return tokenRefused(ProxyError(.tokenUnavailable, host: exchange.host, detail: detail), for: upstream)
-    }
-
-    /// No token goes up: unavailable, or the upstream's 429 window for this credential is still open.
-    mutating func tokenRefused(_ refusal: ProxyError, for upstream: Upstream) -> Action {
-        guard case .authorizing(let exchange, let held) = state, held === upstream else { return .none }
-        state = .modifying
-        // Nothing was written on the connection: it goes back to the pool as it is.
-        return refuse(exchange, refusal, release: upstream, reusable: true)
-    }
-
     /// Head and pending parts go up together: the head always first.
-    private mutating func send(_ exchange: Exchange, on upstream: Upstream, now: NIODeadline) -> Action {
+    mutating func send(_ exchange: Exchange, _ route: Route, on upstream: Upstream, now: NIODeadline) -> Action {
         let pending = exchange.pending
         exchange.pending = []
         if exchange.requestEnded { exchange.responseDeadline = now + exchange.responseTimeout }
-        let head = exchange.route!.upstreamHead
         let readClient = !exchange.requestEnded
-        state = .forwarding(exchange, upstream)
-        return .sendRequest(head, pending: pending, to: upstream, flush: !inReadBurst, readClient: readClient)
+        state = .forwarding(exchange, route, upstream)
+        return .sendRequest(route.upstreamHead, pending: pending, to: upstream, flush: !inReadBurst, readClient: readClient)
     }
 
     // MARK: The response
 
     mutating func responseHead(_ head: HTTPResponseHead, now: NIODeadline) -> Action {
         if case .authorizing = state { return unaskedAnswer() }
-        guard case .forwarding(let exchange, let upstream) = state else { return .none }
+        guard case .forwarding(let exchange, let route, let upstream) = state else { return .none }
         state = .modifying
         if head.status == .switchingProtocols {
-            return switchingProtocols(head, exchange, upstream)
+            return switchingProtocols(head, exchange, route, upstream)
         }
         if head.status.code >= 100 && head.status.code < 200 {
-            state = .forwarding(exchange, upstream)
+            state = .forwarding(exchange, route, upstream)
             return .writeInformational(MessageRules.clientHead(from: head, closing: false))
         }
         if !head.isKeepAlive { exchange.upstreamReusable = false }
-        if head.status == .unauthorized, let token = exchange.token, token.generation >= 0,
-           !exchange.replayedAfter401, exchange.requestEnded, exchange.replayBody != nil {
-            // The token was refused: that generation goes, this 401 is swallowed,
-            // and the request is sent once more with a fresh token.
-            exchange.replayedAfter401 = true
-            exchange.responseDeadline = nil
-            state = .discardingRefusal(exchange, upstream)
-            return .invalidateToken(session: token.session, generation: token.generation)
+        if head.status == .unauthorized, let action = replayWithFreshToken(exchange, route, upstream) {
+            return action
         }
-        exchange.responseStarted = true
         exchange.status = Int(head.status.code)
-        exchange.responseBodyless = head.status == .noContent || head.status == .notModified || exchange.method == .HEAD
+        exchange.response = .streaming(bodyless: head.status == .noContent || head.status == .notModified || exchange.method == .HEAD)
         exchange.responseDeadline = now + exchange.responseTimeout  // now between body reads
         let clientHead = MessageRules.clientHead(from: head, closing: exchange.closeAfter)
-        state = .forwarding(exchange, upstream)
+        state = .forwarding(exchange, route, upstream)
+        if head.status == .tooManyRequests, let credential = exchange.token.attachedCredential {
+            return .writeResponseHead(clientHead, throttles: (credential, exchange.host))
+        }
         return .writeResponseHead(clientHead)
     }
 
@@ -129,20 +100,19 @@ extension ExchangeStateMachine {
         switch state {
         case .authorizing:
             return unaskedAnswer()
-        case .forwarding(let exchange, _) where exchange.responseBodyless:
+        case .forwarding(let exchange, _, _) where exchange.response == .streaming(bodyless: true):
             // The app's encoder frames a 204, a 304 or a HEAD answer as bodiless,
             // so these bytes would reach the app raw and be read as the answer to
             // its next request. Dropped; the response ends here, and the
             // connection (or HTTP/2 stream) that sent them is not used again.
             guard body.readableBytes > 0 else { return .none }
-            exchange.droppedBodylessBody = true
+            exchange.response = .droppedBody
             exchange.upstreamReusable = false
             return responseEnd(nil)
-        case .forwarding(let exchange, let upstream):
-            state = .modifying
+        case .forwarding(let exchange, _, _):
+            // The exchange is a class: nothing in the state changes.
             exchange.bytesDown += body.readableBytes
             exchange.responseDeadline = now + exchange.responseTimeout
-            state = .forwarding(exchange, upstream)
             return .writeResponseBody(body)
         default:
             return .none  // a swallowed 401's body
@@ -154,17 +124,16 @@ extension ExchangeStateMachine {
         case .authorizing:
             return unaskedAnswer()
         case .switching(let exchange, let upstream):
-            state = .spliced
+            state = .spliced(exchange, upstream)
             return .splice(upstream, finished: exchange)
-        case .discardingRefusal(let exchange, let upstream):
+        case .discardingRefusal(let exchange, let route, let upstream):
             state = .modifying
-            exchange.pending = exchange.replayParts
-            exchange.token = nil
+            exchange.token = .none  // `pending` holds the replay since the 401
             let reusable = exchange.upstreamReusable
             exchange.upstreamReusable = true
-            state = .acquiring(exchange)
-            return .releaseAndAcquire(upstream, reusable: reusable, plan: exchange.route!.plan)
-        case .forwarding(let exchange, let upstream):
+            state = .acquiring(exchange, route)
+            return .releaseAndAcquire(upstream, reusable: reusable, plan: route.plan)
+        case .forwarding(let exchange, _, let upstream):
             state = .modifying
             exchange.responseDeadline = nil
             // An upstream that answered before the request was all sent (413, 401…):
@@ -199,32 +168,32 @@ extension ExchangeStateMachine {
     /// The upstream connection failed or closed while the exchange held it.
     mutating func upstreamClosed(_ error: (any Error)?) -> Action {
         switch state {
-        case .authorizing(let exchange, let upstream):
+        case .authorizing(let exchange, let route, let upstream):
             // Lost while the token was fetched: nothing was written, so another
             // connection may carry the request, whatever its method (once).
             state = .modifying
-            guard !exchange.retried, let plan = exchange.route?.plan else {
+            guard !exchange.retried else {
                 return refuse(exchange, lostBeforeAnswer(exchange, error), release: upstream)
             }
             exchange.retried = true
-            exchange.token = nil
-            state = .acquiring(exchange)
-            return .releaseAndAcquire(upstream, reusable: false, plan: plan)
+            exchange.token = .none
+            state = .acquiring(exchange, route)
+            return .releaseAndAcquire(upstream, reusable: false, plan: route.plan)
         case .switching(let exchange, let upstream):
             state = .modifying
-            return abort(exchange, failure: "upstream_closed", release: upstream)
-        case .forwarding(let exchange, let upstream), .discardingRefusal(let exchange, let upstream):
+            return abort(exchange, failure: .upstreamClosed, release: upstream)
+        case .forwarding(let exchange, let route, let upstream), .discardingRefusal(let exchange, let route, let upstream):
             state = .modifying
             exchange.responseDeadline = nil
             if exchange.responseStarted {
-                return abort(exchange, failure: "upstream_closed", release: upstream)
+                return abort(exchange, failure: .upstreamClosed, release: upstream)
             }
-            if exchange.retryableAfterLoss(error), let plan = exchange.route?.plan {
+            if exchange.retryableAfterLoss(error) {
                 // A pooled connection the server had already closed: once more, on a fresh one.
                 exchange.retried = true
                 exchange.pending = [.end(nil)]
-                state = .acquiring(exchange)
-                return .releaseAndAcquire(upstream, reusable: false, plan: plan)
+                state = .acquiring(exchange, route)
+                return .releaseAndAcquire(upstream, reusable: false, plan: route.plan)
             }
             return refuse(exchange, lostBeforeAnswer(exchange, error), release: upstream)
         default:
@@ -251,12 +220,12 @@ extension ExchangeStateMachine {
     mutating func deadlinesPassed(now: NIODeadline, clientWritable: Bool, upstreamWritable: Bool) -> Action {
         let idleTimeout = self.idleTimeout
         switch state {
-        case .acquiring(let exchange), .authorizing(let exchange, _):
+        case .acquiring(let exchange, _), .authorizing(let exchange, _, _):
             if let deadline = exchange.bodyDeadline, deadline <= now {
                 return modify { exchange, _ in exchange.bodyDeadline = now + idleTimeout; return .none }  // not reading yet
             }
             return .none
-        case .forwarding(let exchange, _), .responded(let exchange), .refused(let exchange):
+        case .forwarding(let exchange, _, _), .responded(let exchange), .refused(let exchange):
             if let deadline = exchange.bodyDeadline, deadline <= now {
                 if case .forwarding = state, !upstreamWritable {
                     return modify { exchange, _ in exchange.bodyDeadline = now + idleTimeout; return .none }
@@ -267,7 +236,7 @@ extension ExchangeStateMachine {
                 return upstreamStalled(now: now, clientWritable: clientWritable)
             }
             return .none
-        case .idle, .discardingRefusal, .closed, .handedOver, .switching, .spliced:
+        case .idle, .authenticating, .discardingRefusal, .closed, .handedOver, .switching, .spliced:
             return .none  // a splice's silence is `SplicePipeline`'s idle timer's
         case .modifying:
             preconditionFailure("deadlines while modifying")
@@ -289,7 +258,7 @@ extension ExchangeStateMachine {
     /// `response_timeout` ran out: for the head (504), or between two reads
     /// of the body (the app's connection is cut).
     private mutating func upstreamStalled(now: NIODeadline, clientWritable: Bool) -> Action {
-        guard case .forwarding(let exchange, let upstream) = state else {
+        guard case .forwarding(let exchange, let route, let upstream) = state else {
             return modify { exchange, _ in exchange.responseDeadline = nil; return .none }
         }
         state = .modifying
@@ -297,10 +266,10 @@ extension ExchangeStateMachine {
         if exchange.responseStarted {
             guard clientWritable else {
                 exchange.responseDeadline = now + exchange.responseTimeout  // withheld for a slow app
-                state = .forwarding(exchange, upstream)
+                state = .forwarding(exchange, route, upstream)
                 return .none
             }
-            return abort(exchange, failure: "upstream_timeout", release: upstream)
+            return abort(exchange, failure: .upstreamTimeout, release: upstream)
         }
         return refuse(exchange, ProxyError(.upstreamTimeout, host: exchange.host,
                                            detail: "no response from \(exchange.host) within \(seconds) s (response_timeout)"), release: upstream)

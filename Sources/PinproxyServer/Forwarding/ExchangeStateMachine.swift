@@ -3,9 +3,11 @@ import NIOHTTP1
 import PinproxyPolicy
 
 /// The request path of one client connection as a value: events go in (a
-/// request part, an upstream connection, a token, a response part, a
-/// deadline), one `Action` comes out, and `HTTPExchangeHandler` carries it
-/// out. No I/O and no clock here: time comes in with the events, so the
+/// request part, the end of a credential check, an upstream connection, a
+/// token or why there is none, a response part, a deadline, the end of a
+/// splice), one `Action` comes out, and `HTTPExchangeHandler` carries it
+/// out. The machine holds all of the exchange's state; the handler holds
+/// channels. No I/O and no clock here: time comes in with the events, so the
 /// machine is tested with tables of events and the actions expected.
 ///
 /// One exchange at a time; parts of pipelined requests wait in `queued`.
@@ -16,15 +18,23 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
     enum State {
         /// Between requests.
         case idle
+        /// A head waits while the app's proxy credential is checked off the
+        /// event loop (PBKDF2): no read is asked for, and what arrives anyway
+        /// waits in the queue, behind the head, until `routed`.
+        case authenticating(HTTPRequestHead)
+        // The states that dial, send or send again carry the route; the
+        // exchange's own request and response sub-states (`RequestSide`,
+        // `ResponseSide`) say how far each direction got.
+
         /// Routed; waiting for an upstream connection (pool, dial, TLS, pins).
-        case acquiring(Exchange)
+        case acquiring(Exchange, Route)
         /// An upstream connection is held while the bearer token is fetched.
-        case authorizing(Exchange, Upstream)
+        case authorizing(Exchange, Route, Upstream)
         /// The head went up; the request body and the response stream.
-        case forwarding(Exchange, Upstream)
+        case forwarding(Exchange, Route, Upstream)
         /// The upstream refused the token: its 401 is swallowed, then the
         /// request is sent again with a fresh one.
-        case discardingRefusal(Exchange, Upstream)
+        case discardingRefusal(Exchange, Route, Upstream)
         /// The response is complete; the rest of the request body is dropped.
         case responded(Exchange)
         /// A refusal was sent on a connection that stays open; the rest of
@@ -34,8 +44,10 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         /// to the app; the end of that message comes next, then the splice.
         case switching(Exchange, Upstream)
         /// After a WebSocket `101` the connection is a byte splice with that
-        /// upstream (docs/contract.md §11): no HTTP follows, nothing comes here.
-        case spliced
+        /// upstream (docs/contract.md §11): no HTTP follows. The exchange
+        /// waits for the splice's end (`spliceEnded`), or for the reason it
+        /// could not be set up (`spliceFailed`), to be logged.
+        case spliced(Exchange, Upstream)
         /// A CONNECT took the connection over: its parts belong to the
         /// `ConnectHandler` after this one.
         case handedOver
@@ -63,7 +75,9 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         /// Hand this part to the next handler (a CONNECT's).
         case passOn(HTTPServerRequestPart)
         case acquireUpstream(DialPlan)
-        case fetchToken(session: String, holding: Upstream)
+        /// Fetch the credential's token (unless its 429 window for `host` is
+        /// open), then call `tokenArrived` or `tokenFailed`.
+        case fetchToken(credential: String, host: String, holding: Upstream)
         /// Write the head and every pending part (flushing unless a read burst
         /// is under way: its end flushes), read the response, and read more
         /// of the request unless it has ended.
@@ -71,14 +85,17 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         case forwardBody(ByteBuffer, to: Upstream)
         case forwardEnd(HTTPHeaders?, to: Upstream)
         case writeInformational(HTTPResponseHead)
-        case writeResponseHead(HTTPResponseHead)
+        /// Write the response head; a 429 to a request that carried a
+        /// credential opens that credential's window for the host (`throttles`).
+        case writeResponseHead(HTTPResponseHead, throttles: (credential: String, host: String)? = nil)
         case writeResponseBody(ByteBuffer)
         /// The response ends: give the upstream back, end the app's response
         /// (closing after it when `closeClient`), and log `finished` when the
         /// exchange is over (else read the rest of the request).
         case endResponse(HTTPHeaders?, release: Upstream, reusable: Bool, closeClient: Bool, finished: Exchange?, next: Next)
-        /// The token was refused: invalidate its generation (the 401 is swallowed).
-        case invalidateToken(session: String, generation: Int)
+        /// The token was refused: invalidate its generation (the 401 is
+        /// swallowed; the request goes again with a fresh token once it ends).
+        case invalidateToken(credential: String, generation: TokenGeneration)
         /// Give the upstream back and acquire another for the same request.
         case releaseAndAcquire(Upstream?, reusable: Bool, plan: DialPlan)
         /// Send the refusal (status, `X-Pinproxy-Error`, JSON body), giving
@@ -88,9 +105,12 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         case abort(release: Upstream?, finished: Exchange)
         /// The WebSocket `101` is complete: end the app's response, take the
         /// HTTP layers out of both connections and splice them byte for byte.
-        /// The upstream never goes back to the pool; `finished` is logged
-        /// (status 101) when the splice ends.
+        /// The upstream never goes back to the pool; `spliceEnded` or
+        /// `spliceFailed` follows.
         case splice(Upstream, finished: Exchange)
+        /// The splice could not be set up: discard the upstream, log
+        /// `finished` (its `failure` says why), close the app's connection.
+        case abandonSplice(release: Upstream, finished: Exchange)
         /// The exchange is over with nothing left to write.
         case finish(Exchange, next: Next)
         /// The app went away: give the upstream back (not reusable) and log.
@@ -108,6 +128,9 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
     /// Parts of pipelined requests that arrived while an exchange was in progress.
     private var queued = CircularBuffer<HTTPServerRequestPart>()
     var shuttingDown = false
+    /// The identity of the request routed last: a refusal before the next
+    /// one is routed (a malformed head) is counted under it.
+    private(set) var lastRoutedIdentity: String?
     /// Inside a burst of reads from the app: writes upstream wait for the
     /// burst's end, so a request read at once leaves in one write.
     var inReadBurst = false
@@ -143,10 +166,13 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
             return .route(head)
         case .handedOver:
             return .passOn(part)
+        case .authenticating:
+            queued.append(part)  // after the head's routing, in the order it came
+            return .none
         case .closed, .spliced:
             return .none
-        case .acquiring(let exchange), .authorizing(let exchange, _), .forwarding(let exchange, _),
-             .discardingRefusal(let exchange, _), .responded(let exchange), .refused(let exchange), .switching(let exchange, _):
+        case .acquiring(let exchange, _), .authorizing(let exchange, _, _), .forwarding(let exchange, _, _),
+             .discardingRefusal(let exchange, _, _), .responded(let exchange), .refused(let exchange), .switching(let exchange, _):
             if exchange.requestEnded {
                 queued.append(part)  // the next pipelined request waits its turn
                 return .none
@@ -166,9 +192,28 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         }
     }
 
-    /// The routing decision for the head `received` asked to route.
+    /// Routing needs the app's proxy credential checked off the event loop
+    /// first: the head waits in `authenticating`, reading nothing more.
+    mutating func authenticationPending(_ head: HTTPRequestHead) {
+        guard case .idle = state else { preconditionFailure("authenticating a head in state \(state)") }
+        state = .authenticating(head)
+    }
+
+    /// Whether a head still waits for its credential check (not closed meanwhile).
+    var isAuthenticating: Bool {
+        if case .authenticating = state { return true }
+        return false
+    }
+
+    /// The routing decision for the head `received` asked to route. After
+    /// `authenticationPending`, the parts that waited meanwhile come next
+    /// from `nextQueuedPart`.
     mutating func routed(_ head: HTTPRequestHead, _ decision: RoutingDecision, now: NIODeadline) -> Action {
-        guard case .idle = state else { preconditionFailure("routed a head in state \(state)") }
+        switch state {
+        case .idle, .authenticating: state = .idle
+        default: preconditionFailure("routed a head in state \(state)")
+        }
+        lastRoutedIdentity = decision.identity
         let exchange = Exchange(head: head, decision: decision, started: now, closeAfter: !head.isKeepAlive || shuttingDown)
         if let framing = exchange.framing, framing != .none, idleTimeout > .zero {
             // A body must keep arriving, even one that is only read to be dropped.
@@ -178,7 +223,7 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         case .failure(let refusal):
             return refuse(exchange, refusal, release: nil)
         case .success(let route):
-            state = .acquiring(exchange)
+            state = .acquiring(exchange, route)
             return .acquireUpstream(route.plan)
         }
     }
@@ -194,10 +239,7 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         return modify { exchange, upstream in
             exchange.bytesUp += body.readableBytes
             if exchange.bodyDeadline != nil { exchange.bodyDeadline = now + idleTimeout }
-            if exchange.replayBody != nil {
-                exchange.replayBytes += body.readableBytes
-                if exchange.replayBytes <= Self.replayLimit { exchange.replayBody!.append(body) } else { exchange.replayBody = nil }
-            }
+            exchange.replay.keep(body, limit: Self.replayLimit)
             switch upstream {
             case .sending(let upstream): return .forwardBody(body, to: upstream)
             case .holding: exchange.pending.append(.body(body)); return .none
@@ -209,12 +251,12 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
     private mutating func requestEnd(_ trailers: HTTPHeaders?, now: NIODeadline) -> Action {
         switch state {
         case .responded(let exchange), .refused(let exchange):
-            exchange.requestEnded = true
+            exchange.request = .ended
             exchange.bodyDeadline = nil
             return finish(exchange)
         default:
             return modify { exchange, upstream in
-                exchange.requestEnded = true
+                exchange.request = .ended
                 exchange.bodyDeadline = nil
                 switch upstream {
                 case .sending(let upstream):
@@ -241,7 +283,10 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
             exchange.closeAfter = true
             return refuse(exchange, refusal, release: upstream)
         case .none:
-            guard case .idle = state else { return .none }
+            switch state {
+            case .idle, .authenticating: break
+            default: return .none
+            }
             let placeholder = HTTPRequestHead(version: .http1_1, method: .GET, uri: "-")
             let exchange = Exchange(head: placeholder, decision: RoutingDecision(host: "-", policy: nil, result: .failure(refusal)),
                                     started: now, closeAfter: true)
@@ -251,6 +296,9 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
 
     /// The app closed its connection.
     mutating func clientClosed() -> Action {
+        // Between the `101` and the splice: setting it up finds the app gone,
+        // and `spliceFailed` logs the exchange (once).
+        if case .spliced = state { return .none }
         let taken = takeExchange()
         state = .closed
         guard case .some((let exchange, let upstream)) = taken else { return .clientGone(release: nil, finished: nil) }
@@ -276,17 +324,12 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         switch state {
         case .idle:
             return queued.removeFirst()
-        case .acquiring(let exchange), .authorizing(let exchange, _), .forwarding(let exchange, _),
-             .discardingRefusal(let exchange, _), .responded(let exchange), .refused(let exchange):
+        case .acquiring(let exchange, _), .authorizing(let exchange, _, _), .forwarding(let exchange, _, _),
+             .discardingRefusal(let exchange, _, _), .responded(let exchange), .refused(let exchange):
             return exchange.requestEnded ? nil : queued.removeFirst()
-        case .closed, .handedOver, .switching, .spliced, .modifying:
+        case .authenticating, .closed, .handedOver, .switching, .spliced, .modifying:
             return nil
         }
     }
 }
 
-extension Exchange {
-    var responseTimeout: TimeAmount {
-        route?.responseTimeout ?? TimeAmount(HostPolicyDefaults.responseTimeout)
-    }
-}

@@ -6,41 +6,39 @@ import PinproxyPolicy
 /// The credential an exchange carries: fetched (or refused while the
 /// upstream's 429 window for it is open), and a 429 that opens such a window.
 extension HTTPExchangeHandler {
-    func fetchToken(_ session: String, holding upstream: UpstreamConnection, context: ChannelHandlerContext) {
+    /// The machine's `fetchToken`: the provider's answer (or the open 429
+    /// window that stops the asking) goes back to the machine as an event.
+    func fetchToken(_ credential: String, host: String, holding upstream: UpstreamConnection, context: ChannelHandlerContext) {
         guard let tokens = services.tokens.provider else {
-            execute(machine.tokenFailed("no token sessions are configured for \(session)", for: upstream), context: context)
+            execute(machine.tokenFailed(.noSessions, for: upstream), context: context)
             return
         }
-        if case .authorizing(let exchange, _) = machine.state,
-           let seconds = services.throttle.remaining(credential: session, host: exchange.host) {
+        if let seconds = services.throttle.remaining(credential: credential, host: host) {
             // The upstream asked this credential to wait: it hears nothing until then (docs/contract.md §4).
-            var refusal = ProxyError(.upstreamThrottled, host: exchange.host,
-                                     detail: "the upstream answered 429 to credential \(session); held back for \(seconds)s more")
-            refusal.retryAfterSeconds = seconds
-            execute(machine.tokenRefused(refusal, for: upstream), context: context)
+            execute(machine.tokenFailed(.throttled(seconds: seconds), for: upstream), context: context)
             return
         }
         context.eventLoop.makeFutureWithTask {
-            try await tokens.token(session: session)
+            try await tokens.token(session: credential)
         }.assumeIsolated().whenComplete { result in
             switch result {
             case .success(let token):
-                self.execute(self.machine.tokenReady(token.reveal(), generation: token.generation, for: upstream, now: .now()), context: context)
+                self.execute(self.machine.tokenArrived(token.reveal(), generation: TokenGeneration(rawValue: token.generation),
+                                                       for: upstream, now: .now()), context: context)
             case .failure(let error):
                 // The error says why (accounts down, misconfigured, needs re-authorisation), never a secret.
-                self.execute(self.machine.tokenFailed("no token for session \(session): \(error)", for: upstream), context: context)
+                self.execute(self.machine.tokenFailed(.unavailable("\(error)"), for: upstream), context: context)
             }
         }
     }
 
     /// A 429 to a request that carried a credential opens that credential's
     /// window for the host, as long as its `Retry-After` says.
-    func noteUpstreamThrottle(_ head: HTTPResponseHead) {
-        guard case .forwarding(let exchange, _) = machine.state, let credential = exchange.token?.session else { return }
+    func noteUpstreamThrottle(_ head: HTTPResponseHead, credential: String, host: String) {
         let retryAfter = head.headers.first(name: "Retry-After")
-        services.throttle.record(credential: credential, host: exchange.host, retryAfter: retryAfter)
+        services.throttle.record(credential: credential, host: host, retryAfter: retryAfter)
         services.logger.notice("upstream rate limited a credential; holding its requests back", metadata: [
-            "host": "\(exchange.host)", "credential": "\(credential)", "retry_after": "\(retryAfter ?? "-")",
+            "host": "\(host)", "credential": "\(credential)", "retry_after": "\(retryAfter ?? "-")",
         ])
     }
 

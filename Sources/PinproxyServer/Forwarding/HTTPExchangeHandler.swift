@@ -29,11 +29,6 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     /// The HTTP/1.1 layers its builder added with it (`HTTP1ServerPipeline`),
     /// for a WebSocket splice to take out; nil on an HTTP/2 stream.
     var serverLayers: PipelineLayers?
-    /// The identity of the request routed last, for the `client` label of its refusal.
-    var currentIdentity: String?
-    /// Parts read while a credential is checked off the event loop (absolute-form,
-    /// not cached): no further read is asked for, and they are replayed after routing.
-    private var heldForAuthentication: [HTTPServerRequestPart]?
     /// The series of the policy this connection's requests went to last.
     private var traffic: (policy: HostPolicy?, recorder: any TrafficRecorder)?
     /// HTTP/1.1 on a connection, or one HTTP/2 stream (its head timer is then
@@ -83,17 +78,11 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if heldForAuthentication != nil {
-            heldForAuthentication!.append(unwrapInboundIn(data))
-            return
-        }
         execute(machine.received(unwrapInboundIn(data), now: .now()), context: context)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        if heldForAuthentication == nil {
-            execute(machine.clientReadComplete(upstreamWritable: machine.heldUpstream?.isWritable ?? true), context: context)
-        }
+        execute(machine.clientReadComplete(upstreamWritable: machine.heldUpstream?.isWritable ?? true), context: context)
         context.fireChannelReadComplete()
     }
 
@@ -176,24 +165,22 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             if services.authenticator.answersAtOnce(head.headers["proxy-authorization"], address: address, identities: config.identities) {
                 return route(head, client: ClientStanding.of(head, address: address, services: services, config: config), context: context)
             }
-            // PBKDF2 (~50 ms) runs on the thread pool; the request waits, unread beyond what arrived.
-            heldForAuthentication = []
+            // PBKDF2 (~50 ms) runs on the thread pool; the request waits, unread
+            // beyond what arrived (the machine queues that behind the head).
+            machine.authenticationPending(head)
             ClientStanding.resolve(head, address: address, services: services, config: config, on: context.eventLoop)
                 .assumeIsolated().whenComplete { result in
-                    let held = self.heldForAuthentication ?? []
-                    self.heldForAuthentication = nil
-                    guard case .idle = self.machine.state, self.context != nil else { return }  // closed meanwhile
+                    guard self.machine.isAuthenticating, self.context != nil else { return }  // closed meanwhile
                     let client = (try? result.get()) ?? .refused(ProxyError(.badRequest, host: nil, detail: "could not check the credential"))
                     self.route(head, client: client, context: context)
-                    for part in held { self.execute(self.machine.received(part, now: .now()), context: context) }
-                    self.execute(self.machine.clientReadComplete(upstreamWritable: self.machine.heldUpstream?.isWritable ?? true), context: context)
+                    self.takeQueuedParts(context: context)
                 }
         case .passOn(let part):
             context.fireChannelRead(wrapInboundOut(part))
         case .acquireUpstream(let plan):
             acquire(plan, context: context)
-        case .fetchToken(let session, let upstream):
-            fetchToken(session, holding: upstream, context: context)
+        case .fetchToken(let credential, let host, let upstream):
+            fetchToken(credential, host: host, holding: upstream, context: context)
         case .sendRequest(let head, let pending, let upstream, let flush, let readClient):
             upstream.write(.head(head))
             for part in pending {
@@ -209,8 +196,10 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             upstream.write(.body(.byteBuffer(body)))
         case .forwardEnd(let trailers, let upstream):
             upstream.write(.end(trailers))
-        case .writeInformational(let head), .writeResponseHead(let head):
-            if head.status == .tooManyRequests { noteUpstreamThrottle(head) }
+        case .writeInformational(let head):
+            context.write(wrapOutboundOut(.head(head)), promise: nil)
+        case .writeResponseHead(let head, let throttles):
+            if let throttles { noteUpstreamThrottle(head, credential: throttles.credential, host: throttles.host) }
             context.write(wrapOutboundOut(.head(head)), promise: nil)
         case .writeResponseBody(let body):
             context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
@@ -225,16 +214,16 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             } else {
                 context.read()  // the rest of the request body, to drop
             }
-        case .invalidateToken(let session, let generation):
-            services.tokens.provider?.invalidate(session: session, generation: generation)
-            services.logger.info("upstream refused the token; refreshing and replaying once", metadata: ["session": "\(session)"])
+        case .invalidateToken(let credential, let generation):
+            services.tokens.provider?.invalidate(session: credential, generation: generation.rawValue)
+            services.logger.info("upstream refused the token; refreshing and replaying once", metadata: ["session": "\(credential)"])
         case .releaseAndAcquire(let upstream, let reusable, let plan):
             if let upstream { release(upstream, reusable: reusable) }
             acquire(plan, context: context)
         case .refuse(let error, let upstream, let reusable, let close, let finished, let next):
             if let upstream { release(upstream, reusable: reusable) }
             // A refusal concerns the exchange routed last (its line may come later, once its body is read).
-            services.instrumentation.denied(code: error.code, client: ClientPrincipal.label(finished?.identity ?? currentIdentity ?? interception?.identity))
+            services.instrumentation.denied(code: error.code, client: ClientPrincipal.label(finished?.identity ?? machine.lastRoutedIdentity ?? interception?.identity))
             // The access line comes before the writes: a write may complete at
             // once and close the channel, and `clientClosed` then finds the
             // exchange already accounted for (one line, one count).
@@ -252,10 +241,9 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             if let upstream { release(upstream, reusable: false) }
             services.logger.warning("response cut short", metadata: [
                 "host": "\(finished.host)", "client": "\(clientAddress)", "bytes_down": "\(finished.bytesDown)",
-                "reason": "\(finished.failure ?? finished.error?.description ?? "-")",
+                "reason": "\(finished.failure?.text ?? finished.error?.description ?? "-")",
             ])
-            services.instrumentation.responseCut(
-                policy: finished.policy, reason: finished.failure.flatMap(ResponseCutReason.init(rawValue:)) ?? .other)
+            services.instrumentation.responseCut(policy: finished.policy, reason: finished.failure?.cutReason ?? .other)
             logAccess(finished)
             context.flush()
             context.close(promise: nil)
@@ -267,6 +255,8 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
                     self.splice(upstream, exchange, written: (try? result.get()) != nil, context: context)
                 }
             }
+        case .abandonSplice(let upstream, let exchange):
+            abandonSplice(upstream, exchange, context: context)
         case .finish(let exchange, let next):
             logAccess(exchange)
             after(next, context: context)
@@ -295,18 +285,23 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         switch next {
         case .takeNext:
             headTimer.connectionIsIdle()
-            // Pipelined requests that arrived meanwhile go first, then the
-            // burst ends as a read burst would: flush upstream, read more.
-            while let part = machine.nextQueuedPart() {
-                execute(machine.received(part, now: .now()), context: context)
-            }
-            execute(machine.clientReadComplete(upstreamWritable: machine.heldUpstream?.isWritable ?? true), context: context)
+            takeQueuedParts(context: context)
         case .close:
             machine.closing()
             context.close(promise: nil)
         case .nothing:
             break
         }
+    }
+
+    /// Parts that arrived meanwhile (pipelined, or while a credential was
+    /// checked) go first, then the burst ends as a read burst would: flush
+    /// upstream, read more.
+    private func takeQueuedParts(context: ChannelHandlerContext) {
+        while let part = machine.nextQueuedPart() {
+            execute(machine.received(part, now: .now()), context: context)
+        }
+        execute(machine.clientReadComplete(upstreamWritable: machine.heldUpstream?.isWritable ?? true), context: context)
     }
 
     func release(_ upstream: UpstreamConnection, reusable: Bool) {
@@ -330,8 +325,8 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             execute(machine.upstreamFailed(error), context: context)
         case .success(let (connection, reused)):
             let verdict = connection.pinEvaluation?.verdict
-            let decision = TokenAttachment.decide(policy: plan.policy, verdict: verdict, method: currentMethod ?? .GET, tls: plan.tls,
-                                                  identity: currentIdentity ?? interception?.identity)
+            let decision = machine.tokenDecision(verdict: verdict, plan: plan, connectIdentity: interception?.identity)
+                ?? TokenAttachment.Decision(authorization: .untouched)  // nothing acquiring: the machine gives it back
             if let reason = decision.withheldBecause {
                 services.logger.warning("bearer token not attached", metadata: [
                     "host": "\(plan.host)", "policy": "\(plan.policy?.metricLabel ?? "_none")", "reason": "\(reason)",
@@ -344,17 +339,10 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         }
     }
 
-    /// The method of the exchange being acquired (TRACE never gets a token).
-    private var currentMethod: HTTPMethod? {
-        if case .acquiring(let exchange) = machine.state { return exchange.method }
-        return nil
-    }
-
     private func route(_ head: HTTPRequestHead, client: ClientStanding, context: ChannelHandlerContext) {
         var decision = RequestRouter.route(head, interception: interception, snapshot: services.store.snapshot,
                                            maxHeadBytes: limits.maxHeaderBytes, client: client)
         applyRateLimit(&decision)
-        currentIdentity = decision.identity
         execute(machine.routed(head, decision, now: .now()), context: context)
     }
 
@@ -371,7 +359,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     }
 
     func logAccess(_ exchange: Exchange) {
-        if exchange.droppedBodylessBody {
+        if exchange.response == .droppedBody {
             services.logger.warning("upstream sent a body with a response that has none; dropped, connection not reused", metadata: [
                 "host": "\(exchange.host)", "status": "\(exchange.status ?? 0)", "method": "\(exchange.method.rawValue)",
             ])
@@ -386,7 +374,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             client: clientAddress, method: exchange.method.rawValue, host: exchange.host.isEmpty ? "-" : exchange.host,
             path: exchange.target, status: status, bytesUp: exchange.bytesUp, bytesDown: exchange.bytesDown,
             seconds: seconds, policy: exchange.policyLabel, pin: exchange.pinVerdict?.metricLabel,
-            upstream: exchange.upstreamAddress, error: exchange.error?.code.rawValue ?? exchange.failure, mode: modeLabel,
+            upstream: exchange.upstreamAddress, error: exchange.error?.code.rawValue ?? exchange.failure?.text, mode: modeLabel,
             identity: exchange.identity, clientProtocol: clientProtocol, detail: exchange.error?.withheldDetail
         ), to: traffic!.recorder)
     }

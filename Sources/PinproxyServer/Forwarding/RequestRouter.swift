@@ -4,7 +4,10 @@ import PinproxyPolicy
 
 /// Where a request goes and in what shape: the upstream it is dialled to and
 /// the head sent there. Decided once per request, before anything moves.
-struct Route {
+/// The exchange machine's states that need it carry it (acquiring to
+/// forwarding); a class for the reason `Exchange` is one: it moves from
+/// state to state, and one reference is cheaper to move than its fields.
+final class Route {
     var plan: DialPlan
     /// The head for the upstream: origin-form, hop-by-hop removed, the
     /// policy's header rules applied, framing decided by pinproxy.
@@ -14,6 +17,13 @@ struct Route {
     var responseTimeout: TimeAmount
     /// A WebSocket upgrade the policy allows: its `101` becomes a splice.
     var webSocket = false
+
+    init(plan: DialPlan, upstreamHead: HTTPRequestHead, framing: RequestFraming, responseTimeout: TimeAmount) {
+        self.plan = plan
+        self.upstreamHead = upstreamHead
+        self.framing = framing
+        self.responseTimeout = responseTimeout
+    }
 }
 
 /// What routing made of a request head: the host and policy it concerns
@@ -73,7 +83,7 @@ enum RequestRouter {
             }
             // The decoder reads nothing after an upgrade request: spliced or closed.
             if MessageRules.asksUpgrade(head) { decision.closeAfter = true }
-            var route: Route
+            let route: Route
             if let interception {
                 route = try routeIntercepted(head, in: interception, framing: framing, closeAfter: &decision.closeAfter)
             } else {
