@@ -28,6 +28,7 @@ public enum ConfigKeys {
         "credentials.*": [
             "kind", "value", "value_file", "token_url", "grant", "client_id", "client_secret", "client_secret_file",
             "client_auth", "scope", "audience", "resource", "extra", "refresh_token_file", "refresh_before",
+            "authorize_url", "redirect_uri",
         ],
     ]
 
