@@ -21,12 +21,23 @@ struct ThrottleWindows: Sendable {
 
     /// The upstream answered 429 with `retryAfter` (seconds or an HTTP date).
     /// Without a readable `Retry-After` nothing is held back: the window is the upstream's to say.
-    mutating func record(credential: String, host: String, retryAfter: String?, now: Date) {
-        guard let retryAfter, let date = RetryAfter.parse(retryAfter, now: now) else { return }
-        let end = min(date, now.addingTimeInterval(Self.longest))
-        guard end > now else { return }
-        let key = Key(credential: credential, host: host.lowercased())
-        until[key] = max(until[key] ?? end, end)
+    /// Returns the window as it now stands when this opened or lengthened it (what other replicas need to hear).
+    @discardableResult
+    mutating func record(credential: String, host: String, retryAfter: String?, now: Date) -> ThrottleWindow? {
+        guard let retryAfter, let date = RetryAfter.parse(retryAfter, now: now) else { return nil }
+        return adopt(ThrottleWindow(credential: credential, host: host, until: date), now: now)
+    }
+
+    /// A window another replica opened (through the session store, §12), or
+    /// one this replica recorded: kept when it ends later than the one held,
+    /// capped at `longest` from now. Returns the window held when it changed.
+    mutating func adopt(_ window: ThrottleWindow, now: Date) -> ThrottleWindow? {
+        let end = min(window.until, now.addingTimeInterval(Self.longest))
+        guard end > now else { return nil }
+        let key = Key(credential: window.credential, host: window.host.lowercased())
+        if let held = until[key], held >= end { return nil }
+        until[key] = end
+        return ThrottleWindow(credential: key.credential, host: key.host, until: end)
     }
 
     /// Whole seconds left in the window (at least 1), or nil when requests may go.
@@ -41,22 +52,39 @@ struct ThrottleWindows: Sendable {
     }
 }
 
-/// The proxy's windows, shared by every connection.
+/// The proxy's windows, shared by every connection and, with a session
+/// store, by every replica: a window this replica opens is handed to
+/// `publish`; one another replica opened arrives through `adopt`.
 final class UpstreamThrottle: Sendable {
     private let windows = NIOLockedValueBox(ThrottleWindows())
+    private let publisher = NIOLockedValueBox<(@Sendable (ThrottleWindow) -> Void)?>(nil)
     private let clock: @Sendable () -> Date
 
     init(clock: @escaping @Sendable () -> Date = { Date() }) {
         self.clock = clock
     }
 
+    /// Where windows this replica opens go (the session store); set once at start.
+    func share(through publish: @escaping @Sendable (ThrottleWindow) -> Void) {
+        publisher.withLockedValue { $0 = publish }
+    }
+
     func record(credential: String, host: String, retryAfter: String?) {
         let now = clock()
-        windows.withLockedValue { $0.record(credential: credential, host: host, retryAfter: retryAfter, now: now) }
+        guard let opened = windows.withLockedValue({ $0.record(credential: credential, host: host, retryAfter: retryAfter, now: now) })
+        else { return }
+        publisher.withLockedValue { $0 }?(opened)
+    }
+
+    /// Windows other replicas opened; returns those that opened or lengthened one here.
+    func adopt(_ incoming: [ThrottleWindow]) -> [ThrottleWindow] {
+        let now = clock()
+        return windows.withLockedValue { windows in incoming.compactMap { windows.adopt($0, now: now) } }
     }
 
     func remaining(credential: String, host: String) -> Int? {
         let now = clock()
         return windows.withLockedValue { $0.remaining(credential: credential, host: host, now: now) }
     }
+
 }
