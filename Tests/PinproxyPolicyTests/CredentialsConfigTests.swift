@@ -165,4 +165,14 @@ struct CredentialsConfigTests {
             "pinproxy.yaml:7:3: error: credential `c` has `authorize_url` but no `redirect_uri`: `pinproxy credentials login` needs both",
         ])
     }
+
+    /// `throttle_queue`: read, and bounded at its place.
+    @Test func throttleQueueIsReadAndBounded() throws {
+        let (errors, snapshot) = try load("{credential: github, throttle_queue: 20}")
+        #expect(errors == [])
+        #expect(snapshot?.policy(forHost: "api.example.com")?.spec.auth?.throttleQueue == 20)
+        #expect(self.errors("{credential: github, throttle_queue: 20000}") == [
+            "policies/p.yaml:5:48: error: `throttle_queue` is at most 10000: each waiting request holds a client connection; beyond the queue, requests get 429 `upstream_throttled` at once",
+        ])
+    }
 }

@@ -63,6 +63,36 @@ struct UpstreamThrottleTests {
         #expect(throttle.remaining(credential: "gh", host: "api.github.com") == 7)
         #expect(published.withLockedValue { $0 }.count == 1, "an adopted window is not published back")
     }
+
+    /// `throttle_queue`: up to N wait for a window that ends within the longest wait; the rest are refused.
+    @Test func aQueueHoldsUpToNThenRefuses() {
+        var windows = ThrottleWindows()
+        windows.record(credential: "idp", host: "api", retryAfter: "3", now: Self.now)
+        let end = Self.now.addingTimeInterval(3)
+        func admit(_ queue: Int, wait: TimeInterval = 5, at now: Date = Self.now) -> ThrottleWindows.Admission {
+            windows.admit(credential: "idp", host: "API", queue: queue, longestWait: wait, now: now)
+        }
+        #expect(admit(0) == .refuse(seconds: 3), "no queue: refused at once")
+        #expect(admit(2) == .wait(until: end))
+        #expect(admit(2) == .wait(until: end))
+        #expect(admit(2) == .refuse(seconds: 3), "the queue is full")
+        #expect(windows.waiting.values.reduce(0, +) == 2)
+        windows.leave(credential: "idp", host: "api")
+        #expect(admit(2, at: Self.now.addingTimeInterval(1)) == .wait(until: end), "a place came free")
+        #expect(windows.admit(credential: "other", host: "api", queue: 2, longestWait: 5, now: Self.now) == .send)
+        // Once the window passed, everyone goes.
+        #expect(admit(0, at: end) == .send)
+    }
+
+    @Test func aWindowLongerThanTheLongestWaitIsRefusedNotQueued() {
+        var windows = ThrottleWindows()
+        windows.record(credential: "idp", host: "api", retryAfter: "30", now: Self.now)
+        #expect(windows.admit(credential: "idp", host: "api", queue: 10, longestWait: 5, now: Self.now) == .refuse(seconds: 30))
+        #expect(windows.admit(credential: "idp", host: "api", queue: 10, longestWait: 5, now: Self.now.addingTimeInterval(25)) == .wait(until: Self.now.addingTimeInterval(30)))
+        #expect(windows.waiting.isEmpty == false)
+        windows.leave(credential: "idp", host: "api")
+        #expect(windows.waiting.isEmpty)
+    }
 }
 
 /// `rate_limit` buckets, on an injected clock.

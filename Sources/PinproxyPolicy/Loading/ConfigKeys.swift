@@ -52,7 +52,7 @@ public enum ConfigKeys {
         "hosts[].pins.transition": ["from", "until"],
         "hosts[].auth": [
             "spotify", "credential", "header", "format", "by_client", "default", "require", "replace_client_auth",
-            "attach_unpinned",
+            "attach_unpinned", "throttle_queue",
         ],
         "hosts[].headers": ["set", "remove"],
     ]
