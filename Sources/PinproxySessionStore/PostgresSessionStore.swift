@@ -23,6 +23,8 @@ public final class PostgresSessionStore: SharedSessionStore, Service, Sendable {
     let leaseTimeout: Duration
     private let health = NIOLockedValueBox(Health())
     private let onChange: @Sendable (Bool) -> Void
+    /// Where the upstream 429 windows other replicas open go (`followThrottleWindows`); nil: not followed.
+    let throttleSink = NIOLockedValueBox<(@Sendable ([ThrottleWindow]) -> Void)?>(nil)
 
     private struct Health {
         var up = false
@@ -54,6 +56,9 @@ public final class PostgresSessionStore: SharedSessionStore, Service, Sendable {
         await withDiscardingTaskGroup { group in
             group.addTask { await self.client.run() }
             group.addTask { await self.watch() }
+            if let sink = throttleSink.withLockedValue({ $0 }) {
+                group.addTask { await self.followThrottleWindows(sink) }
+            }
             // The pool stops when its task is cancelled; both stop at graceful shutdown.
             try? await gracefulShutdown()
             group.cancelAll()
@@ -138,7 +143,7 @@ public final class PostgresSessionStore: SharedSessionStore, Service, Sendable {
 
     /// The table is made at the first contact, by `watch` or by whichever
     /// operation comes first (`pinproxy spotify login` may beat the probe).
-    private func ensureSchema(on connection: PostgresConnection) async throws {
+    func ensureSchema(on connection: PostgresConnection) async throws {
         guard !health.withLockedValue({ $0.schemaReady }) else { return }
         if try await SessionStoreSchema.ensure(on: connection, logger: logger) {
             logger.notice("created the session store table", metadata: ["table": "\(SessionStoreSchema.table)"])

@@ -41,14 +41,7 @@ struct SessionCredentials: Sendable {
         case .success(let value): secret = value
         case .failure(let problem): return .failure(problem)
         }
-        // RFC 6749 §2.3.1: Basic (the preset's way) or the id and secret in the body.
-        let basicAuth = config.clientAuth == .basic ? secret.map { (user: config.clientID, password: $0) } : nil
-        var clientForm: [(String, String)] = []
-        if basicAuth == nil {
-            // PKCE clients have no secret: they name themselves in the body (docs/contract.md §7).
-            clientForm.append(("client_id", config.clientID))
-            if let secret { clientForm.append(("client_secret", secret)) }
-        }
+        let (basicAuth, clientForm) = clientAuthentication(secret: secret)
         switch config.flow {
         case .clientCredentials:
             guard secret != nil else { return .failure(.secret("flow client_credentials needs a client secret")) }
@@ -71,6 +64,24 @@ struct SessionCredentials: Sendable {
             return .success(Request(form: form, basicAuth: basicAuth,
                                     refreshTokenFileModifiedAt: loaded.readFromFileModifiedAt))
         }
+    }
+
+    /// How the client authenticates to the token endpoint, for every grant
+    /// and for the login's code exchange: RFC 6749 §2.3.1 Basic (the preset's
+    /// way) or the id and secret in the body.
+    func clientAuthentication() -> Result<(basicAuth: (user: String, password: String)?, form: [(String, String)]), Problem> {
+        readSecret().map { clientAuthentication(secret: $0) }
+    }
+
+    private func clientAuthentication(secret: String?) -> (basicAuth: (user: String, password: String)?, form: [(String, String)]) {
+        let basicAuth = config.clientAuth == .basic ? secret.map { (user: config.clientID, password: $0) } : nil
+        var clientForm: [(String, String)] = []
+        if basicAuth == nil {
+            // PKCE clients have no secret: they name themselves in the body (docs/contract.md §7).
+            clientForm.append(("client_id", config.clientID))
+            if let secret { clientForm.append(("client_secret", secret)) }
+        }
+        return (basicAuth, clientForm)
     }
 
     /// `scope`, `audience`, `resource` and `extra`, in that order: the

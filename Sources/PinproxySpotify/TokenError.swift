@@ -23,11 +23,11 @@ public enum TokenError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .timedOut: return "no Spotify token within the timeout"
-        case .invalidClient: return "the accounts service rejected the client credentials (invalid_client)"
-        case .misconfigured(let reason): return "Spotify session misconfigured: \(reason)"
-        case .needsReauthorization(let reason): return "Spotify session needs re-authorisation: \(reason)"
-        case .rateLimited(let until): return "the accounts service is rate limiting token requests until \(until.formatted(.iso8601))"
+        case .timedOut: return "no token within the timeout"
+        case .invalidClient: return "the token endpoint rejected the client credentials (invalid_client)"
+        case .misconfigured(let reason): return "misconfigured: \(reason)"
+        case .needsReauthorization(let reason): return "needs re-authorisation: \(reason)"
+        case .rateLimited(let until): return "the token endpoint is rate limiting token requests until \(until.formatted(.iso8601))"
         }
     }
 }

@@ -50,7 +50,7 @@ extension TokenSession {
         case .misconfigured(let reason): error = .misconfigured(reason: reason)
         default: preconditionFailure("credential problem with status \(problem.status)")
         }
-        logger.error("Spotify session cannot request a token: \(problem.status)")
+        logger.error("\(wording.session) cannot request a token: \(problem.status)")
         fault(problem.status, error, fingerprint: fingerprint, periodic: true, result: .failure)
     }
 
@@ -80,18 +80,18 @@ extension TokenSession {
         case .failed(let reason):
             transientFailure("token endpoint failed: \(reason)", detail: nil, retryAfter: nil, result: .failure)
         case .invalidClient:
-            logger.error("the accounts service rejected the client credentials (invalid_client): check client_id and the client secret; not retried until the secret changes or a minute passes",
+            logger.error("\(wording.endpoint) rejected the client credentials (invalid_client): check client_id and the client secret; not retried until the secret changes or a minute passes",
                          metadata: ["status": "\(status)"])
             fault(.misconfigured(reason: "invalid_client"), .invalidClient, fingerprint: fingerprint, periodic: true, result: .invalidClient)
         case .invalidGrant:
-            logger.error("the accounts service refused the refresh token (invalid_grant): \(config.reauthorizeHint); the stored token is kept",
+            logger.error("\(wording.endpoint) refused the refresh token (invalid_grant): \(config.reauthorizeHint); the stored token is kept",
                          metadata: ["status": "\(status)"])
             // With a store, a login elsewhere changes no file here: look again once a minute.
             fault(.needsReauthorization(reason: "invalid_grant"), .needsReauthorization(reason: "invalid_grant"),
                   fingerprint: fingerprint, periodic: shared != nil, result: .invalidGrant,
                   retryInterval: shared != nil ? SessionState.sharedLoginRetryInterval : SessionState.misconfiguredRetryInterval)
         case .rejected(let code, let status):
-            logger.error("the accounts service refused the token request (\(code)): a configuration error, not retried until the credentials change or a minute passes",
+            logger.error("\(wording.endpoint) refused the token request (\(code)): a configuration error, not retried until the credentials change or a minute passes",
                          metadata: ["status": "\(status)"])
             fault(.misconfigured(reason: code), .misconfigured(reason: code), fingerprint: fingerprint, periodic: true, result: .failure)
         }
@@ -143,9 +143,9 @@ extension TokenSession {
         if let rotated = grant.refreshToken, config.flow == .refreshToken, let store = credentials.store {
             do {
                 try store.replace(with: rotated)
-                logger.info("Spotify refresh token rotated", metadata: ["file": "\(store.path)"])
+                logger.info("\(wording.token("refresh")) rotated", metadata: ["file": "\(store.path)"])
             } catch {
-                logger.error("could not store the rotated Spotify refresh token; keeping it in memory until the next rotation",
+                logger.error("could not store the rotated \(wording.token("refresh")); keeping it in memory until the next rotation",
                              metadata: ["file": "\(store.path)", "error": "\(error)"])
                 events.refreshTokenStoreFailed(name)
             }
@@ -154,7 +154,7 @@ extension TokenSession {
         let (token, waiters) = state.withLockedValue {
             $0.installed(token: grant.accessToken, lifetime: grant.lifetime, requestedAt: requestedAt, refreshBefore: config.refreshBefore)
         }
-        logger.info("Spotify access token refreshed", metadata: [
+        logger.info("\(wording.token("access")) refreshed", metadata: [
             "generation": "\(token.generation)", "expires_in": "\(Int(grant.lifetime))", "waiters": "\(waiters.count)",
         ])
         events.refreshed(name, .success)
@@ -183,7 +183,7 @@ extension TokenSession {
         ]
         if let detail { metadata["error"] = "\(detail)" }
         if launch == .none { metadata["retry"] = "at the next request" }
-        logger.warning("Spotify token refresh failed: \(reason)", metadata: metadata)
+        logger.warning("\(wording.token()) refresh failed: \(reason)", metadata: metadata)
         events.refreshed(name, result)
         if let until = backoff.rateLimitedUntil {
             resume(hopeless, with: .failure(TokenError.rateLimited(until: until)))

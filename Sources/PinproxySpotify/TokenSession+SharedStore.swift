@@ -93,7 +93,7 @@ extension TokenSession {
             if let orphan = grantOutsideStore.withLockedValue({ $0 }) {
                 // Granted but not committed: the access token is good here; a rotated
                 // refresh token is lost with the transaction (the session may need a login).
-                logger.error("Spotify token granted but the session store failed before it was committed: serving it on this replica, and writing it at the next refresh if nobody wrote since",
+                logger.error("\(wording.token()) granted but the session store failed before it was committed: serving it on this replica, and writing it at the next refresh if nobody wrote since",
                              metadata: ["error": "\(error)"])
                 state.withLockedValue { $0.uncommittedGrant = orphan }
                 events.refreshed(name, .success)
@@ -108,7 +108,7 @@ extension TokenSession {
         case .stored(let row):
             installStored(row)
         case .granted(let row):
-            logger.info("Spotify access token refreshed through the session store", metadata: ["store_generation": "\(row.generation)"])
+            logger.info("\(wording.token("access")) refreshed through the session store", metadata: ["store_generation": "\(row.generation)"])
             events.refreshed(name, .success)
             installStored(row)
         case .reply(let reply, let status, let used):
@@ -120,7 +120,7 @@ extension TokenSession {
             credentialProblem(problem, fingerprint: fingerprint)
         case .needsLogin:
             let reason = "no usable refresh token in the session store; \(config.reauthorizeHint)"
-            logger.error("Spotify session cannot refresh: \(reason)")
+            logger.error("\(wording.session) cannot refresh: \(reason)")
             // Periodic: a login on another machine writes the store, not a file this replica could watch.
             fault(.needsReauthorization(reason: "no refresh token in the store"), .needsReauthorization(reason: reason),
                   fingerprint: fingerprint, periodic: true, result: .failure, retryInterval: SessionState.sharedLoginRetryInterval)
@@ -153,7 +153,7 @@ extension TokenSession {
             $0.installed(token: token, lifetime: expires.timeIntervalSince(obtained), requestedAt: obtained,
                          refreshBefore: config.refreshBefore, storeGeneration: storeGeneration)
         }
-        logger.debug("Spotify access token from the session store", metadata: [
+        logger.debug("\(wording.token("access")) from the session store", metadata: [
             "generation": "\(installed.generation)", "store_generation": "\(storeGeneration.map(String.init) ?? "none")",
             "waiters": "\(waiters.count)",
         ])

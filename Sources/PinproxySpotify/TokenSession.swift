@@ -17,6 +17,8 @@ public final class TokenSession: Sendable {
     let events: TokenSessionEvents
     let logger: Logger
     let credentials: SessionCredentials
+    /// "Spotify …" for a `spotify.sessions` entry, "credential NAME" for a `credentials:` one.
+    let wording: SessionWording
     /// A token call unanswered this long counts as a transient failure, so a
     /// hung connection cannot hold the single flight forever.
     let endpointTimeout: Duration
@@ -40,7 +42,8 @@ public final class TokenSession: Sendable {
         self.clock = clock
         self.events = events
         var logger = logger
-        logger[metadataKey: "spotify_session"] = "\(config.name)"
+        self.wording = SessionWording(config)
+        logger[metadataKey: wording.metadataKey] = "\(config.name)"
         self.logger = logger
         self.credentials = SessionCredentials(config: config)
         // With a store, the refresh token's age is the store's, learnt at the first read.
@@ -89,7 +92,7 @@ public final class TokenSession: Sendable {
             return true
         }
         if dropped {
-            logger.info("Spotify token invalidated after a 401", metadata: ["generation": "\(generation)"])
+            logger.info("\(wording.token()) invalidated after a 401", metadata: ["generation": "\(generation)"])
         } else {
             logger.debug("stale 401 ignored: a newer token is cached", metadata: ["generation": "\(generation)"])
         }
@@ -179,7 +182,7 @@ public final class TokenSession: Sendable {
         waiter.timeout?.cancel()
         waiter.continuation.resume(with: result)
         if case .failure(TokenError.timedOut) = result {
-            logger.debug("no Spotify token within the timeout")
+            logger.debug("no \(wording.token()) within the timeout")
         }
     }
 
@@ -199,7 +202,7 @@ public final class TokenSession: Sendable {
         guard state.withLockedValue({ $0.claimFaultProbe(now: now) }) else { return }
         let fingerprint = credentials.fingerprint()
         if state.withLockedValue({ $0.applyFaultProbe(fingerprint: fingerprint, now: now) }) {
-            logger.notice("Spotify session credentials changed or retry interval passed: one token request allowed")
+            logger.notice("\(wording.session) credentials changed or retry interval passed: one token request allowed")
         }
     }
 

@@ -9,5 +9,5 @@ struct Pinproxy: AsyncParsableCommand {
         abstract: "A configuration-driven pinning egress proxy.",
         version: VersionText.text,
         subcommands: [RunCommand.self, CheckCommand.self, ExplainCommand.self, PinCommand.self, PinsCommand.self, CACommand.self,
-                      SpotifyCommand.self, PasswdCommand.self])
+                      SpotifyCommand.self, CredentialsCommand.self, PasswdCommand.self])
 }

@@ -118,6 +118,18 @@ struct RunCommand: AsyncParsableCommand {
             config: settings.spotify, credentials: settings.credentials, events: .metrics(metrics), logger: Logger(label: "pinproxy.spotify"),
             shared: sessionStore, endpoint: { spotify, session in ProxiedTokenEndpoint.of(session, spotify: spotify, proxy: proxy) })
         proxy.setTokenProvider(sessions)
+        // Upstream 429 windows, shared across replicas through the store (docs/contract.md §12).
+        if let sessionStore {
+            proxy.shareThrottleWindows { window in Task { await sessionStore.publish(window) } }
+            sessionStore.followThrottleWindows { windows in
+                for window in proxy.adoptThrottleWindows(windows) {
+                    logger.notice("upstream rate limited a credential through another replica; holding its requests back here too", metadata: [
+                        "credential": "\(window.credential)", "host": "\(window.host)",
+                        "until": "\(ISO8601DateFormatter().string(from: window.until))",
+                    ])
+                }
+            }
+        }
         store.addObserver { event in
             if case .success = event.outcome {
                 sessions.update(event.current.config.spotify, credentials: event.current.config.credentials)

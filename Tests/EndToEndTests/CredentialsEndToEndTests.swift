@@ -14,7 +14,7 @@ struct CredentialsEndToEndTests {
     static let reportsPassword = "reports-pass-2"
     static let hosts = ["idp.authlib.test", "api.authlib.test", "post.authlib.test", "rt.authlib.test", "keys.authlib.test",
                         "token.authlib.test", "both.authlib.test", "strict.authlib.test",
-                        "limited.authlib.test"]
+                        "limited.authlib.test", "queued.authlib.test"]
 
     final class Stack: @unchecked Sendable {
         let dir: TemporaryDirectory
@@ -61,6 +61,7 @@ struct CredentialsEndToEndTests {
                 host("both.authlib.test", "{by_client: {billing: basic, reports: post}, default: none}"),
                 host("strict.authlib.test", "{by_client: {billing: basic}, require: true}"),
                 host("limited.authlib.test", "rate_limit: {requests_per_second: 0.01, burst: 2, per: client}"),
+                host("queued.authlib.test", "{credential: gh, throttle_queue: 2}"),
             ].joined()
             proxy = try ProxyHarness(policies: policies, mainConfig: """
                 network:

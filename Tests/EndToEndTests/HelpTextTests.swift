@@ -47,7 +47,8 @@ struct HelpTextTests {
         let end = try #require(contract.range(of: "## 3. Configuration"))
         let table = contract[start.upperBound..<end.lowerBound]
         for entry in ["`pinproxy run", "`pinproxy check", "--strict", "--horizon", "`pinproxy explain", "`pinproxy pin ",
-                      "`pinproxy pins suggest", "`pinproxy passwd", "`pinproxy ca ", "`pinproxy spotify login"] {
+                      "`pinproxy pins suggest", "`pinproxy passwd", "`pinproxy ca ", "`pinproxy spotify login",
+                      "`pinproxy credentials login"] {
             #expect(table.contains(entry), "§2 lacks \(entry)")
         }
     }

@@ -125,4 +125,54 @@ struct CredentialsConfigTests {
         #expect(errors(main: main, "{credential: app}")
             == ["pinproxy.yaml:6:3: error: credential `app` is also a `spotify.sessions` entry, which is listed among the credentials by that name: rename one of them"])
     }
+
+    /// `authorize_url` and `redirect_uri` make `pinproxy credentials login` possible; each mistake at its place.
+    @Test func loginKeysAreReadAndTheirMistakesAreErrors() throws {
+        let good = """
+            policies: policies
+            credentials:
+              user:
+                kind: oauth2
+                grant: refresh_token
+                token_url: https://idp.example.com/token
+                authorize_url: https://idp.example.com/authorize?audience=api
+                redirect_uri: http://127.0.0.1:8765/callback
+                client_id: x
+                refresh_token_file: user.token
+            """
+        let (errors, snapshot) = try load(main: good, "")
+        #expect(errors == [])
+        let user = try #require(snapshot?.config.credentials.oauth2["user"])
+        #expect(user.authorizeURL == "https://idp.example.com/authorize?audience=api")
+        #expect(user.redirectURI == "http://127.0.0.1:8765/callback")
+        #expect(user.reauthorizeHint == "run `pinproxy credentials login user`")
+
+        let bad = """
+            policies: policies
+            credentials:
+              a: {kind: oauth2, grant: refresh_token, token_url: "https://i/t", client_id: x, refresh_token_file: f,
+                  authorize_url: "http://idp.example.com/authorize", redirect_uri: "https://app.example.com/cb"}
+              b: {kind: oauth2, grant: client_credentials, token_url: "https://i/t", client_id: x, client_secret: y,
+                  authorize_url: "https://i/a"}
+              c: {kind: oauth2, grant: refresh_token, token_url: "https://i/t", client_id: x, refresh_token_file: f,
+                  authorize_url: "https://i/a"}
+            """
+        let (badErrors, _) = try load(main: bad, "")
+        #expect(badErrors == [
+            "pinproxy.yaml:4:22: error: `authorize_url` must be an https:// URL: the browser signs in there; over http:// a network attacker could show a forged page; write `https://idp.example.com/authorize`",
+            "pinproxy.yaml:4:72: error: `redirect_uri` must be http:// on a loopback address, such as http://127.0.0.1:8765/callback, where `pinproxy credentials login` listens for the browser; not `https://app.example.com/cb`",
+            "pinproxy.yaml:6:7: error: `authorize_url` applies to `grant: refresh_token` only: a client_credentials grant needs no login",
+            "pinproxy.yaml:7:3: error: credential `c` has `authorize_url` but no `redirect_uri`: `pinproxy credentials login` needs both",
+        ])
+    }
+
+    /// `throttle_queue`: read, and bounded at its place.
+    @Test func throttleQueueIsReadAndBounded() throws {
+        let (errors, snapshot) = try load("{credential: github, throttle_queue: 20}")
+        #expect(errors == [])
+        #expect(snapshot?.policy(forHost: "api.example.com")?.spec.auth?.throttleQueue == 20)
+        #expect(self.errors("{credential: github, throttle_queue: 20000}") == [
+            "policies/p.yaml:5:48: error: `throttle_queue` is at most 10000: each waiting request holds a client connection; beyond the queue, requests get 429 `upstream_throttled` at once",
+        ])
+    }
 }

@@ -17,6 +17,16 @@ struct AuthorizationRequestTests {
             + "&code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM&state=st-1&scope=user-read-private%20user-read-email")
     }
 
+    /// Any provider's `authorize_url`: a query written there is kept, and no scope means no `scope` parameter.
+    @Test func anyProvidersAuthorizeURLKeepsItsQuery() {
+        let request = AuthorizationRequest(verifier: "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk", state: "st-1")
+        let url = request.url(authorize: "https://idp.example/oauth/authorize?audience=api", clientID: "id",
+                              redirectURI: "http://127.0.0.1:8765/cb", scope: nil)
+        #expect(url == "https://idp.example/oauth/authorize?audience=api&response_type=code&client_id=id"
+            + "&redirect_uri=http%3A%2F%2F127.0.0.1%3A8765%2Fcb&code_challenge_method=S256"
+            + "&code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM&state=st-1")
+    }
+
     @Test func verifiersAndStatesAreFreshEachTime() {
         let a = AuthorizationRequest(), b = AuthorizationRequest()
         #expect(a.verifier != b.verifier && a.state != b.state)

@@ -173,13 +173,13 @@ _pinproxy() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    run|check|explain|pin|pins|ca|spotify|passwd|help)
+    run|check|explain|pin|pins|ca|spotify|credentials|passwd|help)
         # Offer subcommand argument completions
         "_pinproxy_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'run check explain pin pins ca spotify passwd help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'run check explain pin pins ca spotify credentials passwd help' -- "${cur}"))
         ;;
     esac
 }
@@ -468,6 +468,47 @@ _pinproxy_spotify() {
 }
 
 _pinproxy_spotify_login() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=()
+    non_repeating_options=(--config --scope)
+    __pinproxy_offer_flags_options 1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--config')
+        return
+        ;;
+    '--scope')
+        return
+        ;;
+    esac
+}
+
+_pinproxy_credentials() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=()
+    non_repeating_options=()
+    __pinproxy_offer_flags_options 0
+
+    # Offer subcommand / subcommand argument completions
+    local -r subcommand="${unparsed_words[0]}"
+    unset 'unparsed_words[0]'
+    unparsed_words=("${unparsed_words[@]}")
+    case "${subcommand}" in
+    login)
+        # Offer subcommand argument completions
+        "_pinproxy_credentials_${subcommand}"
+        ;;
+    *)
+        # Offer subcommand completions
+        COMPREPLY+=($(compgen -W 'login' -- "${cur}"))
+        ;;
+    esac
+}
+
+_pinproxy_credentials_login() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()

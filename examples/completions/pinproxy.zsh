@@ -57,6 +57,7 @@ _pinproxy() {
             'pins:Pins learned from the chains upstreams presented to a running pinproxy.'
             'ca:Create, show and export pinproxy'\''s interception CA.'
             'spotify:Spotify sessions: authorise a refresh_token session.'
+            'credentials:Credentials: authorise a refresh_token credential in a browser.'
             'passwd:Hash a client password for clients.identities (salted PBKDF2-SHA256).'
             'help:Show subcommand help information.'
         )
@@ -64,7 +65,7 @@ _pinproxy() {
         ;;
     arg)
         case "${words[1]}" in
-        run|check|explain|pin|pins|ca|spotify|passwd|help)
+        run|check|explain|pin|pins|ca|spotify|credentials|passwd|help)
             "_pinproxy_${words[1]}" && ret=0
             ;;
         esac
@@ -284,7 +285,7 @@ _pinproxy_spotify() {
     case "${state}" in
     command)
         local -ar subcommands=(
-            'login:Authorise a refresh_token session in a browser and store its refresh token.'
+            'login:Authorise a refresh_token session in a browser and store its refresh token (an alias of `credentials login`).'
         )
         _describe -V subcommand subcommands && ret=0
         ;;
@@ -306,6 +307,48 @@ _pinproxy_spotify_login() {
         ':session:'
         '--config[The main config file (default\: etc/pinproxy.yaml if present, else the embedded defaults).]:config:'
         '--scope[The scopes to ask for, space-separated.]:scope:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_pinproxy_credentials() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+        '(-): :->command'
+        '(-)*:: :->arg'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+    case "${state}" in
+    command)
+        local -ar subcommands=(
+            'login:Authorise a refresh_token credential in a browser (PKCE) and store its refresh token.'
+        )
+        _describe -V subcommand subcommands && ret=0
+        ;;
+    arg)
+        case "${words[1]}" in
+        login)
+            "_pinproxy_credentials_${words[1]}" && ret=0
+            ;;
+        esac
+        ;;
+    esac
+
+    return "${ret}"
+}
+
+_pinproxy_credentials_login() {
+    local -i ret=1
+    local -ar arg_specs=(
+        ':name:'
+        '--config[The main config file (default\: etc/pinproxy.yaml if present, else the embedded defaults).]:config:'
+        '--scope[The scopes to ask for, space-separated (default\: the credential'\''s scope; Spotify'\''s\: user-read-private user-read-email).]:scope:'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )

@@ -23,14 +23,24 @@ struct AuthPolicyReader {
         let format: String? = format(m) ?? nil
         let replace = m.bool("replace_client_auth") ?? true
         let attach = m.bool("attach_unpinned") ?? false
+        let throttleQueue = m.int("throttle_queue") ?? 0
+        if throttleQueue > Self.longestThrottleQueue {
+            bag.error(m.valueLocation("throttle_queue"),
+                      "`throttle_queue` is at most \(Self.longestThrottleQueue): each waiting request holds a client connection; beyond the queue, requests get 429 `upstream_throttled` at once")
+            return nil
+        }
         let choice: AuthPolicy.Choice?
         switch given[0] {
         case "by_client": choice = byClient(m, into: &map)
         default: choice = m.nonEmptyString(given[0]).map(AuthPolicy.Choice.named)
         }
         guard let choice, let header, let format else { return nil }
-        return AuthPolicy(choice: choice, header: header, format: format, replaceClientAuth: replace, attachUnpinned: attach)
+        return AuthPolicy(choice: choice, header: header, format: format, replaceClientAuth: replace, attachUnpinned: attach,
+                          throttleQueue: throttleQueue)
     }
+
+    /// A bound on `throttle_queue`, so that a typo cannot park a million connections.
+    static let longestThrottleQueue = 10_000
 
     private func header(_ m: MappingReader) -> String?? {
         guard m.has("header") else { return .some("Authorization") }

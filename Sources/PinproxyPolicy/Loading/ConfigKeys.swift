@@ -28,6 +28,7 @@ public enum ConfigKeys {
         "credentials.*": [
             "kind", "value", "value_file", "token_url", "grant", "client_id", "client_secret", "client_secret_file",
             "client_auth", "scope", "audience", "resource", "extra", "refresh_token_file", "refresh_before",
+            "authorize_url", "redirect_uri",
         ],
     ]
 
@@ -51,7 +52,7 @@ public enum ConfigKeys {
         "hosts[].pins.transition": ["from", "until"],
         "hosts[].auth": [
             "spotify", "credential", "header", "format", "by_client", "default", "require", "replace_client_auth",
-            "attach_unpinned",
+            "attach_unpinned", "throttle_queue",
         ],
         "hosts[].headers": ["set", "remove"],
     ]

@@ -7,7 +7,7 @@ struct CredentialsConfigReader {
     static let staticKeys: Set<String> = ["kind", "value", "value_file"]
     static let oauth2Keys: Set<String> = [
         "kind", "token_url", "grant", "client_id", "client_secret", "client_secret_file", "client_auth", "scope",
-        "audience", "resource", "extra", "refresh_token_file", "refresh_before",
+        "audience", "resource", "extra", "refresh_token_file", "refresh_before", "authorize_url", "redirect_uri",
     ]
 
     enum Kind: String, CaseIterable {
@@ -69,7 +69,10 @@ struct CredentialsConfigReader {
         for required in ["token_url", "grant", "client_id"] where !m.has(required) {
             bag.error(location, "credential `\(name)` (kind oauth2) needs `\(required)`")
         }
-        let tokenURL = m.nonEmptyString("token_url").flatMap { checkedTokenURL($0, m) }
+        let tokenURL = m.nonEmptyString("token_url").flatMap {
+            checkedHTTPSURL($0, key: "token_url", m, why: "the token request sends the client secret, which must not travel in clear",
+                            example: "https://idp.example.com/oauth/token")
+        }
         let flow = m.choice("grant", SpotifySession.Flow.self)
         let clientID = m.nonEmptyString("client_id")
         let secretResult = SpotifyConfigReader().secret(m, inline: "client_secret", file: "client_secret_file")
@@ -92,6 +95,7 @@ struct CredentialsConfigReader {
                 extra.append(.init(name: field.key, value: value))
             }
         }
+        let login = flow.map { readLogin(name, m, at: location, flow: $0) } ?? (nil, nil)
         guard let tokenURL, let flow, let clientID, let clientAuth, secretResult != .some(nil) else { return nil }
         var session = SpotifySession(name: name, flow: flow, clientID: clientID, clientSecret: secretResult ?? nil,
                                      refreshTokenFile: m.path("refresh_token_file"),
@@ -102,21 +106,52 @@ struct CredentialsConfigReader {
         session.audience = m.nonEmptyString("audience")
         session.resource = m.nonEmptyString("resource")
         session.extraParameters = extra.sorted { $0.name < $1.name }
+        (session.authorizeURL, session.redirectURI) = login
         return session
     }
 
-    /// The token request carries the client secret and returns bearer
-    /// tokens: https only, as for `spotify.accounts`.
-    private func checkedTokenURL(_ text: String, _ m: MappingReader) -> String? {
+    /// `authorize_url` and `redirect_uri`, which `pinproxy credentials login`
+    /// needs (docs/contract.md §3 Credentials): both or neither, on a
+    /// `refresh_token` grant only, the first https, the second a loopback
+    /// address the login can listen on.
+    private func readLogin(_ name: String, _ m: MappingReader, at location: SourceLocation,
+                           flow: SpotifySession.Flow) -> (String?, String?) {
+        let bag = m.reader.bag
+        guard m.has("authorize_url") || m.has("redirect_uri") else { return (nil, nil) }
+        if flow != .refreshToken {
+            for key in ["authorize_url", "redirect_uri"] where m.has(key) {
+                bag.error(m.keyLocation(key), "`\(key)` applies to `grant: refresh_token` only: a \(flow.rawValue) grant needs no login")
+            }
+            return (nil, nil)
+        }
+        for (present, missing) in [("authorize_url", "redirect_uri"), ("redirect_uri", "authorize_url")] where m.has(present) && !m.has(missing) {
+            bag.error(location, "credential `\(name)` has `\(present)` but no `\(missing)`: `pinproxy credentials login` needs both")
+        }
+        let authorize = m.nonEmptyString("authorize_url").flatMap {
+            checkedHTTPSURL($0, key: "authorize_url", m, why: "the browser signs in there; over http:// a network attacker could show a forged page",
+                            example: "https://idp.example.com/oauth/authorize")
+        }
+        var redirect = m.nonEmptyString("redirect_uri")
+        if let uri = redirect, LoopbackRedirect(uri) == nil {
+            bag.error(m.valueLocation("redirect_uri"),
+                      "`redirect_uri` must be http:// on a loopback address, such as http://127.0.0.1:8765/callback, where `pinproxy credentials login` listens for the browser; not `\(uri)`")
+            redirect = nil
+        }
+        return (authorize, redirect)
+    }
+
+    /// `token_url` (the token request carries the client secret and returns
+    /// bearer tokens) and `authorize_url`: https only, as for `spotify.accounts`.
+    private func checkedHTTPSURL(_ text: String, key: String, _ m: MappingReader, why: String, example: String) -> String? {
         let url = URL(string: text)
         switch (url?.scheme?.lowercased(), url?.host) {
         case ("https"?, _?):
             return text
         case ("http"?, _?):
-            m.reader.bag.error(m.valueLocation("token_url"),
-                               "`token_url` must be an https:// URL: the token request sends the client secret, which must not travel in clear; write `https://\(text.dropFirst("http://".count))`")
+            m.reader.bag.error(m.valueLocation(key),
+                               "`\(key)` must be an https:// URL: \(why); write `https://\(text.dropFirst("http://".count))`")
         default:
-            m.reader.bag.error(m.valueLocation("token_url"), "`token_url` must be an https:// URL such as https://idp.example.com/oauth/token, not `\(text)`")
+            m.reader.bag.error(m.valueLocation(key), "`\(key)` must be an https:// URL such as \(example), not `\(text)`")
         }
         return nil
     }

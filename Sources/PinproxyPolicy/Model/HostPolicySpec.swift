@@ -133,14 +133,19 @@ public struct AuthPolicy: Sendable, Hashable {
     public var replaceClientAuth: Bool
     /// Attach also after a report-mode mismatch or with no active pins.
     public var attachUnpinned: Bool
+    /// `throttle_queue`: while an upstream 429 window is open for a credential
+    /// here, up to this many requests wait for it to pass (at most the
+    /// policy's `queue_timeout`) instead of being refused; 0: none wait.
+    public var throttleQueue: Int
 
     public init(choice: Choice, header: String = "Authorization", format: String = "Bearer {token}",
-                replaceClientAuth: Bool = true, attachUnpinned: Bool = false) {
+                replaceClientAuth: Bool = true, attachUnpinned: Bool = false, throttleQueue: Int = 0) {
         self.choice = choice
         self.header = header
         self.format = format
         self.replaceClientAuth = replaceClientAuth
         self.attachUnpinned = attachUnpinned
+        self.throttleQueue = throttleQueue
     }
 
     /// `auth: {spotify: NAME}` as it always was.

@@ -76,7 +76,7 @@ public struct SpotifySession: Sendable, Hashable {
     public var refreshTokenFile: String?
     /// Refresh this long before expiry (capped at half the lifetime, docs/contract.md §10).
     public var refreshBefore: Duration
-    /// Where `pinproxy spotify login` listens for the authorization code.
+    /// Where `pinproxy credentials login` (or `spotify login`) listens for the authorization code.
     public var redirectURI: String?
     /// The session's name under `spotify.sessions`.
     public var location: SourceLocation
@@ -89,12 +89,23 @@ public struct SpotifySession: Sendable, Hashable {
     public var resource: String? = nil
     /// `extra`: more form parameters, in name order.
     public var extraParameters: [FormParameter] = []
+    /// `credentials.*.authorize_url`: the provider's authorization endpoint,
+    /// which makes `pinproxy credentials login` possible; nil for the preset
+    /// (`spotify.accounts` + `/authorize`).
+    public var authorizeURL: String? = nil
+    /// How messages name it: `Spotify session NAME` for a `spotify.sessions`
+    /// entry, `credential NAME` for a `credentials:` entry.
+    public var kindAndName: String {
+        tokenURL == nil ? "Spotify session \(name)" : "credential \(name)"
+    }
+
     /// What an operator does after `invalid_grant`, for messages: the
-    /// Spotify preset has a login command; a generic provider's token is
-    /// obtained however that provider says.
+    /// Spotify preset and a provider with an authorization endpoint have a
+    /// login command; another provider's token is obtained however it says.
     public var reauthorizeHint: String {
-        tokenURL == nil ? "run `pinproxy spotify login \(name)`"
-            : "store a new refresh token for `\(name)` in its refresh_token_file"
+        if tokenURL == nil { return "run `pinproxy spotify login \(name)`" }
+        if authorizeURL != nil { return "run `pinproxy credentials login \(name)`" }
+        return "store a new refresh token for `\(name)` in its refresh_token_file"
     }
 
     /// For code that builds a session without a file (tests, `spotify login`).

@@ -45,6 +45,7 @@ enum PolicyDigest {
             put("auth", "\(auth.spotifySession)|\(auth.replaceClientAuth)|\(auth.attachUnpinned)")
             // Only what `credential:` adds, so the digests of older policies stay as they were.
             if auth.header != "Authorization" || auth.format != "Bearer {token}" { put("auth.header", "\(auth.header)|\(auth.format)") }
+            if auth.throttleQueue > 0 { put("auth.throttle_queue", "\(auth.throttleQueue)") }
             if case .byClient(let map, let fallback, let require) = auth.choice {
                 for (identity, name) in map.sorted(by: { $0.key < $1.key }) { put("auth.by_client", "\(identity)=\(name)") }
                 put("auth.default", "\(fallback ?? "none")|\(require)")

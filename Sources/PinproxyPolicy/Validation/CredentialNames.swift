@@ -34,7 +34,7 @@ struct CredentialNames {
 }
 
 /// Shared by every place that names a credential.
-func unknownCredentialMessage(_ name: String, known: [String]) -> String {
+public func unknownCredentialMessage(_ name: String, known: [String]) -> String {
     if known.isEmpty {
         return "unknown credential `\(name)`: neither `credentials:` nor `spotify.sessions` defines any"
     }

@@ -57,6 +57,18 @@ public final class ProxyServer: Service, Sendable {
         services.tokens.set(provider)
     }
 
+    /// With a session store, upstream 429 windows are shared across replicas
+    /// (docs/contract.md §12): each window this replica opens or lengthens
+    /// is handed to `publish` (which must not block).
+    public func shareThrottleWindows(through publish: @escaping @Sendable (ThrottleWindow) -> Void) {
+        services.throttle.share(through: publish)
+    }
+
+    /// Windows another replica opened; returns those that opened or lengthened one here (to log).
+    public func adoptThrottleWindows(_ windows: [ThrottleWindow]) -> [ThrottleWindow] {
+        services.throttle.adopt(windows)
+    }
+
     /// A request pinproxy sends itself (the token endpoint), through the
     /// target host's policy, pins and pool. Returns (status, headers, body).
     public func send(method: String, url: String, headers: [(String, String)], body: [UInt8], timeout: Duration) async throws

@@ -1,7 +1,7 @@
 import Foundation
 import PinproxyPolicy
 
-/// The end of `pinproxy spotify login`: the redirect's code (and the PKCE
+/// The end of `pinproxy credentials login` (and `spotify login`): the redirect's code (and the PKCE
 /// verifier) exchanged at the token endpoint, the refresh token stored in the
 /// session's `refresh_token_file` (raw value and a newline, 0600, atomic).
 public struct AuthorizationCodeExchange: Sendable {
@@ -21,9 +21,9 @@ public struct AuthorizationCodeExchange: Sendable {
         public var description: String {
             switch self {
             case .misconfigured(let reason): return reason
-            case .unreachable(let reason): return "no answer from the accounts service through its policy: \(reason)"
-            case .refused(let status, let error): return "the accounts service refused the code: HTTP \(status)\(error.map { " \($0)" } ?? "")"
-            case .noRefreshToken: return "the accounts service answered without a refresh_token"
+            case .unreachable(let reason): return "no answer from the token endpoint through its host's policy: \(reason)"
+            case .refused(let status, let error): return "the token endpoint refused the code: HTTP \(status)\(error.map { " \($0)" } ?? "")"
+            case .noRefreshToken: return "the token endpoint answered without a refresh_token"
             case .store(let reason): return "cannot store the refresh token: \(reason)"
             }
         }
@@ -40,22 +40,20 @@ public struct AuthorizationCodeExchange: Sendable {
     public func exchange(code: String, verifier: String) async throws(Failure) -> String {
         let path = session.refreshTokenFile
         guard shared != nil || path != nil else {
-            throw .misconfigured("session \(session.name) has no refresh_token_file")
+            throw .misconfigured("\(session.kindAndName) has no refresh_token_file")
         }
         guard let redirectURI = session.redirectURI else {
-            throw .misconfigured("session \(session.name) has no redirect_uri")
+            throw .misconfigured("\(session.kindAndName) has no redirect_uri")
         }
-        var form = [("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirectURI), ("code_verifier", verifier)]
-        var basicAuth: (user: String, password: String)?
-        switch session.clientSecret {
-        case nil: form.append(("client_id", session.clientID))
-        case .inline(let secret): basicAuth = (session.clientID, secret.reveal())
-        case .file(let secretPath):
-            switch SecretFile.read(secretPath) {
-            case .success(let secret): basicAuth = (session.clientID, secret)
-            case .failure(let error): throw .misconfigured("client secret file \(secretPath): \(error)")
-            }
+        // The client authenticates as at every refresh (`client_auth`, or PKCE alone for a public client).
+        let client: (basicAuth: (user: String, password: String)?, form: [(String, String)])
+        switch SessionCredentials(config: session).clientAuthentication() {
+        case .success(let value): client = value
+        case .failure(.secret(let reason)), .failure(.noRefreshToken(let reason)): throw .misconfigured(reason)
         }
+        let form = [("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirectURI), ("code_verifier", verifier)]
+            + client.form
+        let basicAuth = client.basicAuth
         let response: TokenEndpointResponse
         do {
             response = try await endpoint.requestToken(form: form, basicAuth: basicAuth)

@@ -1,6 +1,6 @@
 import PinproxyTLS
 
-/// One `pinproxy spotify login` attempt (authorization code with PKCE,
+/// One `pinproxy credentials login` (or `spotify login`) attempt (authorization code with PKCE,
 /// RFC 7636): the verifier and its S256 challenge, the `state` that ties the
 /// browser's redirect to this attempt and no other, and the authorize URL
 /// the user opens.
@@ -21,14 +21,22 @@ public struct AuthorizationRequest: Sendable {
         self.state = state
     }
 
-    /// `{accounts}/authorize?response_type=code&client_id=…&redirect_uri=…&code_challenge_method=S256&code_challenge=…&state=…&scope=…`
+    /// Spotify's: `{accounts}/authorize?response_type=code&client_id=…&redirect_uri=…&code_challenge_method=S256&code_challenge=…&state=…&scope=…`
     public func url(accounts: String, clientID: String, redirectURI: String, scope: String) -> String {
         let base = accounts.hasSuffix("/") ? String(accounts.dropLast()) : accounts
-        let query: [(String, String)] = [
+        return url(authorize: base + "/authorize", clientID: clientID, redirectURI: redirectURI, scope: scope)
+    }
+
+    /// Any provider's: its `authorize_url` with the same parameters (RFC 6749
+    /// §4.1.1, RFC 7636 §4.3), `scope` only when there is one. A query the
+    /// operator wrote into `authorize_url` (an `audience`, a `prompt`) is kept.
+    public func url(authorize: String, clientID: String, redirectURI: String, scope: String?) -> String {
+        var query: [(String, String)] = [
             ("response_type", "code"), ("client_id", clientID), ("redirect_uri", redirectURI),
-            ("code_challenge_method", "S256"), ("code_challenge", challenge), ("state", state), ("scope", scope),
+            ("code_challenge_method", "S256"), ("code_challenge", challenge), ("state", state),
         ]
-        return base + "/authorize?" + FormEncoding.encode(query, space: .percent20)
+        if let scope, !scope.isEmpty { query.append(("scope", scope)) }
+        return authorize + (authorize.contains("?") ? "&" : "?") + FormEncoding.encode(query, space: .percent20)
     }
 
     /// PKCE S256 (RFC 7636 §4.2): base64url, unpadded, of SHA-256 of the verifier.

@@ -5,8 +5,12 @@ project did not write. HTTPS on loopback port 0; prints "PORT <n>".
 usage: authlib_server.py CHAIN KEY SEED_REFRESH_TOKEN
 
 Clients: cc-basic / cc-post (client_credentials, client_secret_basic /
-client_secret_post), rt-client (refresh_token with rotation, post or basic).
+client_secret_post), rt-client (refresh_token with rotation, post or basic),
+ac-public (a public client: PKCE alone) and ac-post (client_secret_post), both
+authorization_code with PKCE S256 required, then refresh_token.
 Endpoints besides /oauth/token (all JSON):
+  GET  /oauth/authorize  approves at once (no sign-in page): redirects to the
+                     client's loopback redirect_uri with a code and the state
   GET  /api/whoami   200 {"client": id} for a valid access token, else 401
   GET  /api/echo     200 with the Authorization and X-Api-Key it received
   GET  /api/limited  429 Retry-After: N once after POST /_control/throttle?seconds=N
@@ -20,15 +24,17 @@ import threading
 
 from authlib.integrations.flask_oauth2 import AuthorizationServer
 from authlib.oauth2.rfc6749 import ClientMixin, grants
+from authlib.oauth2.rfc7636 import CodeChallenge
 from flask import Flask, jsonify, request
 from werkzeug.serving import make_server
 
 CHAIN, KEY, SEED = sys.argv[1], sys.argv[2], sys.argv[3]
 lock = threading.Lock()
 stats = {"token_calls": {}, "forms": [], "auth_methods": [], "whoami": [], "echo": [], "limited": 0,
-         "refresh_tokens_issued": [], "access_tokens": {}}
+         "refresh_tokens_issued": [], "access_tokens": {}, "authorize": []}
 access_tokens = {}   # token -> {"client": id, "revoked": bool}
 refresh_tokens = {SEED: {"client": "rt-client", "revoked": False, "scope": "read"}}
+codes = {}           # authorization code -> AuthorizationCode
 throttle = {"seconds": 0}
 
 
@@ -39,9 +45,12 @@ class Client(ClientMixin):
     def get_client_id(self): return self.client_id
     def get_default_redirect_uri(self): return None
     def get_allowed_scope(self, scope): return scope or ""
-    def check_redirect_uri(self, redirect_uri): return False
-    def check_client_secret(self, client_secret): return secrets.compare_digest(client_secret, self.secret)
-    def check_response_type(self, response_type): return False
+    # Only the login clients have an authorization endpoint, and only to a loopback listener.
+    def check_redirect_uri(self, redirect_uri):
+        return "authorization_code" in self.grant_types and redirect_uri.startswith("http://127.0.0.1:")
+
+    def check_client_secret(self, client_secret): return self.secret is not None and secrets.compare_digest(client_secret, self.secret)
+    def check_response_type(self, response_type): return response_type == "code" and "authorization_code" in self.grant_types
     def check_grant_type(self, grant_type): return grant_type in self.grant_types
 
     def check_endpoint_auth_method(self, method, endpoint):
@@ -54,7 +63,42 @@ CLIENTS = {
     "cc-basic": Client("cc-basic", "s3cret-basic", ["client_secret_basic"], ["client_credentials"]),
     "cc-post": Client("cc-post", "s3cret-post", ["client_secret_post"], ["client_credentials"]),
     "rt-client": Client("rt-client", "s3cret-rt", ["client_secret_post", "client_secret_basic"], ["refresh_token"]),
+    "ac-public": Client("ac-public", None, ["none"], ["authorization_code", "refresh_token"]),
+    "ac-post": Client("ac-post", "s3cret-ac", ["client_secret_post"], ["authorization_code", "refresh_token"]),
 }
+
+
+class AuthorizationCode:
+    def __init__(self, client_id, redirect_uri, scope, challenge, method):
+        self.client_id, self.redirect_uri, self.scope = client_id, redirect_uri, scope
+        self.code_challenge, self.code_challenge_method = challenge, method
+
+    def is_expired(self): return False
+    def get_redirect_uri(self): return self.redirect_uri
+    def get_scope(self): return self.scope
+
+
+class AuthorizationCodeGrant(grants.AuthorizationCodeGrant):
+    TOKEN_ENDPOINT_AUTH_METHODS = ["client_secret_basic", "client_secret_post", "none"]
+
+    def save_authorization_code(self, code, request):
+        data = request.payload.data
+        with lock:
+            codes[code] = AuthorizationCode(request.client.client_id, request.payload.redirect_uri, request.payload.scope or "",
+                                            data.get("code_challenge"), data.get("code_challenge_method"))
+
+    def query_authorization_code(self, code, client):
+        with lock:
+            row = codes.get(code)
+        return row if row and row.client_id == client.client_id else None
+
+    def delete_authorization_code(self, authorization_code):
+        with lock:
+            for code, row in list(codes.items()):
+                if row is authorization_code:
+                    del codes[code]
+
+    def authenticate_user(self, authorization_code): return {"id": "user"}
 
 
 class RefreshCredential:
@@ -71,7 +115,7 @@ class ClientCredentialsGrant(grants.ClientCredentialsGrant):
 
 
 class RefreshTokenGrant(grants.RefreshTokenGrant):
-    TOKEN_ENDPOINT_AUTH_METHODS = ["client_secret_basic", "client_secret_post"]
+    TOKEN_ENDPOINT_AUTH_METHODS = ["client_secret_basic", "client_secret_post", "none"]
     INCLUDE_NEW_REFRESH_TOKEN = True  # rotation: every refresh returns a new refresh token
 
     def authenticate_refresh_token(self, refresh_token):
@@ -103,11 +147,24 @@ app.config["OAUTH2_REFRESH_TOKEN_GENERATOR"] = True  # so that a refresh can rot
 server = AuthorizationServer(app, query_client=CLIENTS.get, save_token=save_token)
 server.register_grant(ClientCredentialsGrant)
 server.register_grant(RefreshTokenGrant)
+server.register_grant(AuthorizationCodeGrant, [CodeChallenge(required=True)])
+
+
+@app.route("/oauth/authorize")
+def authorize():
+    with lock:
+        stats["authorize"].append({k: v for k, v in request.args.items()})
+    user = {"id": "user"}
+    try:
+        grant = server.get_consent_grant(end_user=user)
+    except Exception as error:  # noqa: BLE001 (the test reads the refusal)
+        return jsonify(error=getattr(error, "error", str(error))), 400
+    return server.create_authorization_response(grant_user=user, grant=grant)
 
 
 @app.route("/oauth/token", methods=["POST"])
 def issue_token():
-    form = {k: v for k, v in request.form.items() if k not in ("client_secret", "refresh_token")}
+    form = {k: v for k, v in request.form.items() if k not in ("client_secret", "refresh_token", "code", "code_verifier")}
     with lock:
         stats["forms"].append(form)
     response = server.create_token_response()
