@@ -5,14 +5,7 @@ import Testing
 /// `auth.throttle_queue` (docs/contract.md §4 `upstream_throttled`) through
 /// the real binary against Authlib's API: while the upstream's 429 window is
 /// open, two requests wait and are sent once it passed; the third is refused.
-///
-/// Disabled until `HTTPExchangeHandler+Credentials.fetchToken` asks
-/// `UpstreamThrottle.admit(credential:host:policy:)` (asynchronous) instead
-/// of `remaining(credential:host:)`: that file belongs to the exchange
-/// machine's rework (issue 29), and the small hook is the lead's to make.
-/// With the hook applied locally this test passed; without it all three
-/// requests are refused at once.
-@Suite("throttle_queue end to end", .serialized, .disabled("needs the fetchToken hook (see the suite's comment)"))
+@Suite("throttle_queue end to end", .serialized)
 struct ThrottleQueueEndToEndTests {
     @Test func twoRequestsWaitOutTheWindowAndTheThirdIsRefused() throws {
         let stack = try CredentialsEndToEndTests.Stack()

@@ -166,7 +166,7 @@ extension ExchangeStateMachineTests {
         case .route: return "route"
         case .passOn: return "passOn"
         case .acquireUpstream: return "acquire"
-        case .fetchToken(let credential, _, _): return "fetchToken(\(credential))"
+        case .fetchToken(let credential, _, _, _): return "fetchToken(\(credential))"
         case .sendRequest(let head, let pending, _, let flush, let readClient):
             let auth = head.headers["authorization"].first.map { " auth=\($0)" } ?? ""
             let framing = head.headers["content-length"].first.map { " cl=\($0)" } ?? (head.headers["transfer-encoding"].first.map { " te=\($0)" } ?? "")

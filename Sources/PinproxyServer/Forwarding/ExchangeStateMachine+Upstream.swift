@@ -41,7 +41,7 @@ extension ExchangeStateMachine {
             route.upstreamHead.headers.remove(name: header)
             exchange.token = .fetching(TokenPlacement(credential: session, header: header, format: format))
             state = .authorizing(exchange, route, upstream)
-            return .fetchToken(credential: session, host: exchange.host, holding: upstream)
+            return .fetchToken(credential: session, host: exchange.host, policy: exchange.policy, holding: upstream)
         case .denied(let detail):
             // Nothing was written on the connection: it goes back to the pool as it is.
             return refuse(exchange, ProxyError(.clientDenied, host: exchange.host, detail: detail), release: upstream, reusable: true)

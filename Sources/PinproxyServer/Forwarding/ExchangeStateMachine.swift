@@ -76,8 +76,9 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         case passOn(HTTPServerRequestPart)
         case acquireUpstream(DialPlan)
         /// Fetch the credential's token (unless its 429 window for `host` is
-        /// open), then call `tokenArrived` or `tokenFailed`.
-        case fetchToken(credential: String, host: String, holding: Upstream)
+        /// open: then the request waits in the policy's `throttle_queue`, or
+        /// is refused), then call `tokenArrived` or `tokenFailed`.
+        case fetchToken(credential: String, host: String, policy: HostPolicy?, holding: Upstream)
         /// Write the head and every pending part (flushing unless a read burst
         /// is under way: its end flushes), read the response, and read more
         /// of the request unless it has ended.

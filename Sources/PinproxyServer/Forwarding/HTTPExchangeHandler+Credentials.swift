@@ -8,21 +8,25 @@ import PinproxyPolicy
 extension HTTPExchangeHandler {
     /// The machine's `fetchToken`: the provider's answer (or the open 429
     /// window that stops the asking) goes back to the machine as an event.
-    func fetchToken(_ credential: String, host: String, holding upstream: UpstreamConnection, context: ChannelHandlerContext) {
+    func fetchToken(_ credential: String, host: String, policy: HostPolicy?, holding upstream: UpstreamConnection,
+                    context: ChannelHandlerContext) {
         guard let tokens = services.tokens.provider else {
             execute(machine.tokenFailed(.noSessions, for: upstream), context: context)
             return
         }
-        if let seconds = services.throttle.remaining(credential: credential, host: host) {
-            // The upstream asked this credential to wait: it hears nothing until then (docs/contract.md §4).
-            execute(machine.tokenFailed(.throttled(seconds: seconds), for: upstream), context: context)
-            return
-        }
-        context.eventLoop.makeFutureWithTask {
-            try await tokens.token(session: credential)
+        let throttle = services.throttle
+        context.eventLoop.makeFutureWithTask { () async throws -> TokenOutcome in
+            // The upstream asked this credential to wait: it hears nothing until
+            // then, or the request waits in the policy's throttle_queue (docs/contract.md §4).
+            if let seconds = await throttle.admit(credential: credential, host: host, policy: policy) {
+                return .throttled(seconds: seconds)
+            }
+            return .token(try await tokens.token(session: credential))
         }.assumeIsolated().whenComplete { result in
             switch result {
-            case .success(let token):
+            case .success(.throttled(let seconds)):
+                self.execute(self.machine.tokenFailed(.throttled(seconds: seconds), for: upstream), context: context)
+            case .success(.token(let token)):
                 self.execute(self.machine.tokenArrived(token.reveal(), generation: TokenGeneration(rawValue: token.generation),
                                                        for: upstream, now: .now()), context: context)
             case .failure(let error):
@@ -30,6 +34,12 @@ extension HTTPExchangeHandler {
                 self.execute(self.machine.tokenFailed(.unavailable("\(error)"), for: upstream), context: context)
             }
         }
+    }
+
+    /// What asking for a token came to, short of an error.
+    enum TokenOutcome {
+        case token(BearerToken)
+        case throttled(seconds: Int)
     }
 
     /// A 429 to a request that carried a credential opens that credential's

@@ -179,8 +179,8 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             context.fireChannelRead(wrapInboundOut(part))
         case .acquireUpstream(let plan):
             acquire(plan, context: context)
-        case .fetchToken(let credential, let host, let upstream):
-            fetchToken(credential, host: host, holding: upstream, context: context)
+        case .fetchToken(let credential, let host, let policy, let upstream):
+            fetchToken(credential, host: host, policy: policy, holding: upstream, context: context)
         case .sendRequest(let head, let pending, let upstream, let flush, let readClient):
             upstream.write(.head(head))
             for part in pending {
