@@ -1,13 +1,16 @@
 import Prometheus
 
-/// The series one host's requests are counted in, looked up once and then
-/// kept by whoever counts many requests for that host (an app's connection):
-/// a request then costs no dictionary lookup, no lock and no label array.
+/// The series one host's requests are counted in, kept by whoever counts
+/// many requests for that host (an app's connection, an HTTP/2 stream): a
+/// request then costs no dictionary lookup, no lock and no label array. Its
+/// handles come from the host's `HostSeries`, which the metrics resolved
+/// once for the process, so making one (per connection) asks no registry.
 /// Used by one thread at a time (an event loop), like the connection that
 /// keeps it.
 public final class HostTraffic {
+    /// Holds the metrics alive for `series` (which refers to them unowned).
     private let metrics: PinproxyMetrics
-    private let host: HostLabel
+    private let series: HostSeries
     private let duration: DurationHistogram
     /// Looked up at the first byte, as `PinproxyMetrics.bytes` does: a host
     /// that only ever had refusals gets no byte series (a denied host's
@@ -18,10 +21,10 @@ public final class HostTraffic {
     /// mostly share their status, client and protocol.
     private var last: (code: Int, client: ClientLabel, h2: Bool, counter: Counter)?
 
-    init(metrics: PinproxyMetrics, host: HostLabel) {
+    init(metrics: PinproxyMetrics, series: HostSeries) {
         self.metrics = metrics
-        self.host = host
-        duration = metrics.histogram(.requestDuration, buckets: Buckets.request, host.value)
+        self.series = series
+        duration = series.duration
     }
 
     /// As `PinproxyMetrics.requestCompleted`, for this host.
@@ -31,7 +34,7 @@ public final class HostTraffic {
         if let last, last.code == code, last.h2 == h2, last.client == client {
             counter = last.counter
         } else {
-            counter = metrics.counter(.requests, host.value, PinproxyMetrics.statusLabel(code), client.value, `protocol`.rawValue)
+            counter = series.requests(code: code, client: client, protocol: `protocol`)
             last = (code, client, h2, counter)
         }
         counter.increment()
@@ -41,11 +44,11 @@ public final class HostTraffic {
     /// As `PinproxyMetrics.bytes`, both directions at once.
     public func bytes(up: Int, down: Int) {
         if up > 0 {
-            if bytesUp == nil { bytesUp = metrics.counter(.bytes, host.value, TrafficDirection.up.rawValue) }
+            if bytesUp == nil { bytesUp = series.bytes(.up) }
             bytesUp!.increment(by: Int64(up))
         }
         if down > 0 {
-            if bytesDown == nil { bytesDown = metrics.counter(.bytes, host.value, TrafficDirection.down.rawValue) }
+            if bytesDown == nil { bytesDown = series.bytes(.down) }
             bytesDown!.increment(by: Int64(down))
         }
     }
@@ -54,6 +57,6 @@ public final class HostTraffic {
 extension PinproxyMetrics {
     /// The series of `host`'s requests, for a caller that keeps them.
     public func hostTraffic(_ host: HostLabel) -> HostTraffic {
-        HostTraffic(metrics: self, host: host)
+        HostTraffic(metrics: self, series: series(host))
     }
 }

@@ -8,8 +8,9 @@ extension PinproxyMetrics {
     /// `protocol` is the app's HTTP version: `http1` or `h2` (docs/contract.md §11).
     public func requestCompleted(host: HostLabel, code: Int, duration: Duration, client: ClientLabel = .anonymous,
                                  protocol: RequestProtocol = .http1) {
-        counter(.requests, host.value, Self.statusLabel(code), client.value, `protocol`.rawValue).increment()
-        histogram(.requestDuration, buckets: Buckets.request, host.value).record(duration)
+        let resolved = series(host)
+        resolved.requests(code: code, client: client, protocol: `protocol`).increment()
+        resolved.duration.record(duration)
     }
 
     /// One refusal, by its docs/contract.md §4 code. Count the answer itself with
@@ -41,23 +42,23 @@ extension PinproxyMetrics {
 
     /// A client connection opened (+1) or closed (-1).
     public func clientConnections(delta: Int) {
-        gauge(.clientConnections).increment(by: Double(delta))
+        clientConnectionsGauge.increment(by: Double(delta))
     }
 
     /// An upstream connection opened (+1) or closed (-1).
     public func upstreamConnections(host: HostLabel, delta: Int) {
-        gauge(.upstreamConnections, host.value).increment(by: Double(delta))
+        series(host).upstreamConnections.increment(by: Double(delta))
     }
 
     /// An upstream HTTP/2 stream opened (+1) or ended (-1).
     public func upstreamStreams(host: HostLabel, delta: Int) {
-        gauge(.upstreamStreams, host.value).increment(by: Double(delta))
+        series(host).upstreamStreams.increment(by: Double(delta))
     }
 
     /// Payload bytes relayed in one direction (call per chunk or per connection).
     public func bytes(host: HostLabel, direction: TrafficDirection, count: Int) {
         guard count > 0 else { return }
-        counter(.bytes, host.value, direction.rawValue).increment(by: Int64(count))
+        series(host).bytes(direction).increment(by: Int64(count))
     }
 
     /// HTTP statuses are three digits; anything else an upstream sends is

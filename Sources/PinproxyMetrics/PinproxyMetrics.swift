@@ -41,6 +41,13 @@ public final class PinproxyMetrics: Sendable {
     /// are never removed, so the request path looks them up here instead.
     private let counters = NIOLockedValueBox([SeriesKey: Counter]())
     private let histograms = NIOLockedValueBox([SeriesKey: DurationHistogram]())
+    /// Gauges likewise; `removeGauge` takes a removed series out of here too,
+    /// so a series made again later is a new one, as the registry's is.
+    private let gauges = NIOLockedValueBox([SeriesKey: Gauge]())
+    /// Each host label's request-path series (`HostSeries`), made at first use.
+    private let hosts = NIOLockedValueBox([String: HostSeries]())
+    /// `client_connections`: moved twice per app connection.
+    let clientConnectionsGauge: Gauge
 
     struct SeriesKey: Hashable {
         var family: String
@@ -51,7 +58,8 @@ public final class PinproxyMetrics: Sendable {
     /// certificates, every refusal reason and both reload outcomes.
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
-        gauge(.clientConnections).set(to: 0)
+        clientConnectionsGauge = registry.makeGauge(descriptor: MetricFamily.clientConnections.descriptor)
+        clientConnectionsGauge.set(to: 0)
         counter(.mintedCertificates).increment(by: Int64(0))
         for result in [ClientHandshakeResult.ok, .untrustedCA] { counter(.clientHandshakes, result.rawValue).increment(by: Int64(0)) }
         for reason in RefusalCode.allCases { counter(.denied, reason.rawValue, ClientLabel.anonymous.value).increment(by: Int64(0)) }
@@ -84,9 +92,29 @@ public final class PinproxyMetrics: Sendable {
     }
 
     func gauge(_ family: MetricFamily, _ labels: [String]) -> Gauge {
+        let key = SeriesKey(family: family.name, labels: labels)
+        if let cached = gauges.withLockedValue({ $0[key] }) { return cached }
+        let made = makeGauge(family, labels)
+        gauges.withLockedValue { $0[key] = made }
+        return made
+    }
+
+    private func makeGauge(_ family: MetricFamily, _ labels: [String]) -> Gauge {
         labels.isEmpty
             ? registry.makeGauge(descriptor: family.descriptor)
             : registry.makeGauge(descriptor: family.descriptor, labels: family.labelPairs(labels))
+    }
+
+    /// The request-path series of `host`, resolved once for the process.
+    func series(_ host: HostLabel) -> HostSeries {
+        if let known = hosts.withLockedValue({ $0[host.value] }) { return known }
+        let made = HostSeries(metrics: self, host: host)
+        return hosts.withLockedValue { hosts in
+            // A racing thread's is kept, so everyone counts through one.
+            if let raced = hosts[host.value] { return raced }
+            hosts[host.value] = made
+            return made
+        }
     }
 
     func histogram(_ family: MetricFamily, buckets: [Duration], _ labels: String...) -> DurationHistogram {
@@ -101,7 +129,9 @@ public final class PinproxyMetrics: Sendable {
     /// Removes one gauge series (a host that is no longer configured, a TLS
     /// pair that is no longer current).
     func removeGauge(_ family: MetricFamily, _ labels: [String]) {
-        registry.unregisterGauge(gauge(family, labels))
+        let key = SeriesKey(family: family.name, labels: labels)
+        let cached = gauges.withLockedValue { $0.removeValue(forKey: key) }
+        registry.unregisterGauge(cached ?? makeGauge(family, labels))
     }
 
     static func seconds(_ date: Date) -> Double { date.timeIntervalSince1970 }

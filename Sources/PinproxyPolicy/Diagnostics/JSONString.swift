@@ -9,14 +9,6 @@ public enum JSONString {
         "\"" + escape(text) + "\""
     }
 
-    /// Appends `text` as a quoted JSON string, building no string of its own
-    /// when nothing needs escaping (the access log's hot path).
-    public static func appendQuoted(_ text: String, to out: inout String) {
-        out += "\""
-        if needsEscaping(text) { out += escape(text) } else { out += text }
-        out += "\""
-    }
-
     private static func needsEscaping(_ text: String) -> Bool {
         text.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") })
     }

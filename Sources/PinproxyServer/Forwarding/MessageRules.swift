@@ -86,6 +86,18 @@ enum MessageRules {
         return size + 2
     }
 
+    /// How many `Host` fields the head has, and the first one's value,
+    /// without building the array `headers["host"]` would.
+    static func hostFields(_ headers: HTTPHeaders) -> (count: Int, first: String?) {
+        var count = 0
+        var first: String?
+        for (name, value) in headers where name.utf8.count == 4 && asciiEqualsIgnoringCase(name, "host") {
+            count += 1
+            if first == nil { first = value }
+        }
+        return (count, first)
+    }
+
     /// Whether the client asked to close after this exchange.
     static func wantsClose(_ head: HTTPRequestHead) -> Bool {
         !head.isKeepAlive
@@ -102,7 +114,7 @@ enum MessageRules {
         // `te: trailers` is the one TE HTTP/2 allows, and gRPC needs it end to end
         // (docs/contract.md §11); any other TE value stays hop-by-hop.
         if trailers { headers.add(name: "te", value: "trailers") }
-        if headers["host"].isEmpty { headers.add(name: "Host", value: hostHeader) }
+        if !headers.contains(name: "host") { headers.add(name: "Host", value: hostHeader) }
         if let rules {
             for name in rules.remove { headers.remove(name: name) }
             for field in rules.set { headers.replaceOrAdd(name: field.name, value: field.value) }
@@ -254,7 +266,12 @@ struct AbsoluteTarget {
     var originForm: String
 
     init?(_ uri: String) {
-        let lower = uri.lowercased()
+        // Origin-form (every request inside a session) is no URL: known
+        // from its first byte, before anything is lowercased.
+        guard let first = uri.utf8.first, first != UInt8(ascii: "/"), first != UInt8(ascii: "*") else { return nil }
+        // The scheme is in the first 8 bytes: lowercase those only (a short
+        // string, made without allocating).
+        let lower = String(uri.prefix(8)).lowercased()
         let scheme: String
         let prefix: Int
         // `ws://` and `wss://` (a WebSocket client sending absolute-form) are

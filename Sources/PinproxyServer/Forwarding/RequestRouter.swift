@@ -54,6 +54,9 @@ enum RequestRouter {
         var identity: String? = nil
         /// Opened by the transparent listener (the access line's mode says so).
         var transparent = false
+        /// What this session's requests proved already (one per session,
+        /// shared by its HTTP/2 streams).
+        var routes = SessionRouteCache()
     }
 
     /// `client` is what the request's credential established (absolute-form
@@ -152,20 +155,29 @@ enum RequestRouter {
             authorities.append(target.authority)
             originForm = target.originForm
         }
-        let hostHeaders = head.headers["host"]
-        guard hostHeaders.count == 1, let hostHeader = Authority(hostHeaders[0]) else {
-            closeAfter = closeAfter || hostHeaders.count > 1
+        let (hostCount, firstHost) = MessageRules.hostFields(head.headers)
+        guard hostCount == 1, let hostValue = firstHost else {
+            closeAfter = closeAfter || hostCount > 1
             throw ProxyError(.badRequest, host: interception.host,
-                             detail: hostHeaders.isEmpty ? "the request has no Host header" : "the request has \(hostHeaders.count) Host headers")
+                             detail: hostCount == 0 ? "the request has no Host header" : "the request has \(hostCount) Host headers")
         }
-        authorities.append(hostHeader)
-        for authority in authorities {
-            let portMatches = authority.port == nil ? interception.port == 443 : authority.port == interception.port
-            // The CONNECT host is normalised already; only the request's side needs it.
-            guard Authority.normalize(authority.host) == interception.host && portMatches else {
-                throw ProxyError(.hostMismatch, host: interception.host,
-                                 detail: "this session was opened with CONNECT \(interception.host):\(interception.port); Host \(hostHeaders[0]) belongs elsewhere")
+        // The session's host and port never change (a reload leaves an open
+        // session its policy, docs/contract.md §3), so a Host value accepted
+        // once is accepted again: the common request skips the parse.
+        if !(authorities.isEmpty && interception.routes.acceptedHost(hostValue)) {
+            guard let hostHeader = Authority(hostValue) else {
+                throw ProxyError(.badRequest, host: interception.host, detail: "the request has \(hostCount) Host headers")
             }
+            authorities.append(hostHeader)
+            for authority in authorities {
+                let portMatches = authority.port == nil ? interception.port == 443 : authority.port == interception.port
+                // The CONNECT host is normalised already; only the request's side needs it.
+                guard Authority.normalize(authority.host) == interception.host && portMatches else {
+                    throw ProxyError(.hostMismatch, host: interception.host,
+                                     detail: "this session was opened with CONNECT \(interception.host):\(interception.port); Host \(hostValue) belongs elsewhere")
+                }
+            }
+            interception.routes.accept(hostValue)
         }
         guard originForm.hasPrefix("/") || originForm == "*" else {
             throw ProxyError(.badRequest, host: interception.host, detail: "request target \"\(head.uri)\" is not origin-form")
@@ -173,7 +185,7 @@ enum RequestRouter {
         let spec = interception.policy.spec
         return Route(
             plan: DialPlan(host: interception.host, port: interception.port, tls: true, policy: interception.policy),
-            upstreamHead: MessageRules.upstreamHead(from: head, target: originForm, hostHeader: hostHeaders[0], rules: spec.headers, framing: framing),
+            upstreamHead: MessageRules.upstreamHead(from: head, target: originForm, hostHeader: hostValue, rules: spec.headers, framing: framing),
             framing: framing,
             responseTimeout: TimeAmount(spec.responseTimeout))
     }
@@ -199,5 +211,28 @@ enum RequestRouter {
         } else if snapshot.defaultAction == .deny {
             throw ProxyError(.hostDenied, host: host, detail: "no policy matches \(host) and default_action is deny")
         }
+    }
+}
+
+/// What one intercepted session's requests have proved, so the next request
+/// need not prove it again: the last `Host` value that matched the CONNECT
+/// host and port. The session's host, port and policy are fixed when it is
+/// opened (a reload changes them for new connections only), so what matched
+/// once matches for the session's life. Used only on the session's event
+/// loop (its HTTP/1.1 handler, or its HTTP/2 streams, which share the
+/// connection's loop).
+final class SessionRouteCache: @unchecked Sendable {
+    private var hostValue: String?
+    /// Requests whose Host check was skipped (tests).
+    private(set) var hits = 0
+
+    func acceptedHost(_ value: String) -> Bool {
+        guard hostValue == value else { return false }
+        hits += 1
+        return true
+    }
+
+    func accept(_ value: String) {
+        hostValue = value
     }
 }

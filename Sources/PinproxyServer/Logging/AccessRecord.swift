@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOCore
 import PinproxyMetrics
 import PinproxyPolicy
 
@@ -44,40 +45,43 @@ struct AccessRecord {
 
     func log(to accessLog: AccessLog) {
         switch accessLog.destination {
-        case .json(let handler): handler.writer.write(render(label: handler.label))
+        case .json(let handler): handler.writer.appendLine { render(label: handler.label, into: &$0) }
         case .logger(let logger): log(to: logger)
         case .off: break
         }
     }
 
+    /// The JSON line as a string (tests; the server renders into the writer).
+    func render(label: String) -> String {
+        var out = ByteBuffer()
+        render(label: label, into: &out)
+        return String(buffer: out)
+    }
+
     /// The JSON line, keys in the order `JSONLogHandler` gives any line
     /// (alphabetical after the four common ones), without building
-    /// `Logger.Metadata`: appended piece by piece to one string, with no
-    /// interpolation and no intermediate strings (this runs once a request).
-    func render(label: String) -> String {
-        var out = JSONLogHandler.lineStart(level: .info, label: label, message: "request")
-        func field(_ key: String, _ value: String) {
-            out += key
-            JSONString.appendQuoted(value, to: &out)
-        }
-        out += ",\"bytes_down\":"; out += String(bytesDown)
-        out += ",\"bytes_up\":"; out += String(bytesUp)
-        field(",\"client\":", client)
-        if let detail { field(",\"detail\":", detail) }
-        out += ",\"duration_ms\":"; out += String((seconds * 10_000).rounded() / 10)
-        if let error { field(",\"error\":", error) }
-        field(",\"host\":", host)
-        field(",\"identity\":", identity ?? "-")
-        field(",\"method\":", method)
-        field(",\"mode\":", mode.rawValue)
-        field(",\"path\":", Self.withoutQuery(path))
-        if let pin { field(",\"pin\":", pin) }
-        field(",\"policy\":", policy)
-        if clientProtocol != .http1 { field(",\"protocol\":", clientProtocol.rawValue) }
-        out += ",\"status\":"; out += String(status)
-        if let upstream { field(",\"upstream\":", upstream) }
-        out += "}\n"
-        return out
+    /// `Logger.Metadata` and without making a string: written piece by piece
+    /// into `out`, which is the log writer's pending batch (this runs once a
+    /// request).
+    func render(label: String, into out: inout ByteBuffer) {
+        JSONLogHandler.writeLineStart(level: .info, label: label, message: "request", into: &out)
+        out.writeStaticString(",\"bytes_down\":"); out.writeDecimal(bytesDown)
+        out.writeStaticString(",\"bytes_up\":"); out.writeDecimal(bytesUp)
+        out.writeStaticString(",\"client\":"); out.writeJSONQuoted(client)
+        if let detail { out.writeStaticString(",\"detail\":"); out.writeJSONQuoted(detail) }
+        out.writeStaticString(",\"duration_ms\":"); out.writeTenths((seconds * 10_000).rounded())
+        if let error { out.writeStaticString(",\"error\":"); out.writeJSONQuoted(error) }
+        out.writeStaticString(",\"host\":"); out.writeJSONQuoted(host)
+        out.writeStaticString(",\"identity\":"); out.writeJSONQuoted(identity ?? "-")
+        out.writeStaticString(",\"method\":"); out.writeJSONQuoted(method)
+        out.writeStaticString(",\"mode\":"); out.writeJSONQuoted(mode.rawValue)
+        out.writeStaticString(",\"path\":"); out.writeJSONQuoted(Self.pathWithoutQuery(path))
+        if let pin { out.writeStaticString(",\"pin\":"); out.writeJSONQuoted(pin) }
+        out.writeStaticString(",\"policy\":"); out.writeJSONQuoted(policy)
+        if clientProtocol != .http1 { out.writeStaticString(",\"protocol\":"); out.writeJSONQuoted(clientProtocol.rawValue) }
+        out.writeStaticString(",\"status\":"); out.writeDecimal(status)
+        if let upstream { out.writeStaticString(",\"upstream\":"); out.writeJSONQuoted(upstream) }
+        out.writeStaticString("}\n")
     }
 
     func log(to logger: Logger) {
@@ -97,10 +101,16 @@ struct AccessRecord {
 
     /// Query strings carry tokens and personal data; the log keeps the path only.
     static func withoutQuery(_ target: String) -> String {
-        var path = target
-        if path.utf8.first != UInt8(ascii: "/"), let target = AbsoluteTarget(target) { path = target.originForm }
+        String(pathWithoutQuery(target))
+    }
+
+    /// As above, as a slice of `target` when it is origin-form (every
+    /// intercepted request): no string is made for the common line.
+    static func pathWithoutQuery(_ target: String) -> Substring {
+        var path = Substring(target)
+        if path.utf8.first != UInt8(ascii: "/"), let target = AbsoluteTarget(target) { path = Substring(target.originForm) }
         guard let query = path.utf8.firstIndex(of: UInt8(ascii: "?")) else { return path }
-        return String(path[..<query])
+        return path[..<query]
     }
 }
 

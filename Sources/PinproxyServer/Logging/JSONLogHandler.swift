@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOCore
 import NIOPosix
 import PinproxyPolicy
 
@@ -43,16 +44,21 @@ public struct JSONLogHandler: LogHandler {
 
     /// `{"ts":…,"level":…,"logger":…,"message":…` — the fields every line starts with.
     static func lineStart(level: Logger.Level, label: String, message: String) -> String {
-        var out = "{\"ts\":\""
-        out.reserveCapacity(384)
-        appendTimestamp(to: &out)
-        out += "\",\"level\":\""
-        out += level.rawValue
-        out += "\",\"logger\":"
-        JSONString.appendQuoted(label, to: &out)
-        out += ",\"message\":"
-        JSONString.appendQuoted(message, to: &out)
-        return out
+        var out = ByteBuffer()
+        writeLineStart(level: level, label: label, message: message, into: &out)
+        return String(buffer: out)
+    }
+
+    /// As above, written into `out` (the access line's path: no string made).
+    static func writeLineStart(level: Logger.Level, label: String, message: String, into out: inout ByteBuffer) {
+        out.writeStaticString("{\"ts\":\"")
+        writeTimestamp(into: &out)
+        out.writeStaticString("\",\"level\":\"")
+        out.writeString(level.rawValue)
+        out.writeStaticString("\",\"logger\":")
+        out.writeJSONQuoted(label)
+        out.writeStaticString(",\"message\":")
+        out.writeJSONQuoted(message)
     }
 
     private static func render(_ value: Logger.Metadata.Value) -> String {
@@ -74,7 +80,7 @@ public struct JSONLogHandler: LogHandler {
     /// RFC 3339 UTC with milliseconds, e.g. `2026-11-22T06:41:52.172Z`, by
     /// hand: `String(format:)` cost more than the rest of an access line. The
     /// part up to the second is kept per thread and rebuilt once a second.
-    static func appendTimestamp(to out: inout String) {
+    static func writeTimestamp(into out: inout ByteBuffer) {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         let cache = TimestampCache.current
@@ -82,11 +88,9 @@ public struct JSONLogHandler: LogHandler {
             cache.second = now.tv_sec
             cache.prefix = secondsText(now.tv_sec)
         }
-        out += cache.prefix
-        let millis = now.tv_nsec / 1_000_000
-        out += millis < 10 ? "00" : millis < 100 ? "0" : ""
-        out += String(millis)
-        out += "Z"
+        out.writeString(cache.prefix)
+        out.writeDecimal(now.tv_nsec / 1_000_000, width: 3)
+        out.writeInteger(UInt8(ascii: "Z"))
     }
 
     /// `2026-11-22T06:41:52.`

@@ -1,5 +1,6 @@
 import Foundation
 import NIOConcurrencyHelpers
+import NIOCore
 
 /// Writes log lines to a file descriptor from a thread of its own, in batches.
 ///
@@ -32,7 +33,7 @@ public final class LogLineWriter: @unchecked Sendable {
     private let condition = ConditionLock<Phase>(value: .idle)
     /// Guarded by `condition`; `phase` mirrors its value (reading
     /// `ConditionLock.value` while holding the lock would deadlock).
-    private var pending: [UInt8] = []
+    private var pending = ByteBuffer()
     private var phase = Phase.idle
     /// A `flush()` waits, or an urgent line came: write what is pending now,
     /// not at the next interval.
@@ -41,7 +42,7 @@ public final class LogLineWriter: @unchecked Sendable {
     init(fileDescriptor: Int32, maxPending: Int = 8 << 20) {
         self.fileDescriptor = fileDescriptor
         self.maxPending = maxPending
-        pending.reserveCapacity(64 << 10)
+        pending.reserveCapacity(Self.batchBytes)
         // The thread holds the writer for the life of the process (writers are
         // process-wide: standard output); an unowned capture could be read
         // after a writer released before its thread started.
@@ -64,16 +65,37 @@ public final class LogLineWriter: @unchecked Sendable {
     }
 
     public func append(_ bytes: UnsafeBufferPointer<UInt8>, urgent: Bool = false) {
+        lockWithRoom()
+        pending.writeBytes(bytes)
+        unlockAfterAppending(urgent: urgent)
+    }
+
+    /// Appends one line that `render` writes (newline included) straight
+    /// into the pending batch: the access line's path, which so makes no
+    /// string and no buffer of its own. `render` runs under the writer's
+    /// lock, so it must only write (a line is a few hundred bytes, rendered
+    /// in well under a microsecond; the writer thread takes the lock only
+    /// to swap batches).
+    func appendLine(_ render: (inout ByteBuffer) -> Void) {
+        lockWithRoom()
+        render(&pending)
+        unlockAfterAppending(urgent: false)
+    }
+
+    /// Takes the lock once the pending batch has room.
+    private func lockWithRoom() {
         condition.lock()
-        while pending.count >= maxPending {
+        while pending.readableBytes >= maxPending {
             // The writer is behind (stdout blocked): wait, rather than drop or grow without bound.
             writeSoon = true
             if phase == .idle { phase = .pending }
             condition.unlock(withValue: phase)
             condition.lock(whenValue: .idle)
         }
-        pending.append(contentsOf: bytes)
-        if urgent || pending.count >= Self.batchBytes { writeSoon = true }
+    }
+
+    private func unlockAfterAppending(urgent: Bool) {
+        if urgent || pending.readableBytes >= Self.batchBytes { writeSoon = true }
         if phase == .idle && writeSoon {
             phase = .pending
             condition.unlock(withValue: phase)  // wakes the writer
@@ -85,7 +107,7 @@ public final class LogLineWriter: @unchecked Sendable {
     /// Returns once every line appended before this call has been written.
     public func flush() {
         condition.lock()
-        if pending.isEmpty && phase == .idle {
+        if pending.readableBytes == 0 && phase == .idle {
             condition.unlock()
             return
         }
@@ -97,13 +119,13 @@ public final class LogLineWriter: @unchecked Sendable {
     }
 
     private func run() {
-        var batch: [UInt8] = []
-        batch.reserveCapacity(64 << 10)
+        var batch = ByteBuffer()
+        batch.reserveCapacity(Self.batchBytes)
         while true {
             if !condition.lock(whenValue: .pending, timeoutSeconds: Self.interval) {
                 condition.lock()
             }
-            if pending.isEmpty {
+            if pending.readableBytes == 0 {
                 writeSoon = false
                 phase = .idle
                 condition.unlock(withValue: phase)
@@ -114,15 +136,15 @@ public final class LogLineWriter: @unchecked Sendable {
             phase = .writing
             condition.unlock(withValue: phase)
             writeAll(batch)
-            batch.removeAll(keepingCapacity: true)
+            batch.clear()  // keeps its storage: this buffer is the writer's alone
             condition.lock()
-            phase = writeSoon && !pending.isEmpty ? .pending : .idle
+            phase = writeSoon && pending.readableBytes > 0 ? .pending : .idle
             condition.unlock(withValue: phase)
         }
     }
 
-    private func writeAll(_ bytes: [UInt8]) {
-        bytes.withUnsafeBytes { buffer in
+    private func writeAll(_ bytes: ByteBuffer) {
+        bytes.withUnsafeReadableBytes { buffer in
             var offset = 0
             while offset < buffer.count {
                 let written = Foundation.write(fileDescriptor, buffer.baseAddress! + offset, buffer.count - offset)
