@@ -4,7 +4,7 @@ import Testing
 
 /// The README's setup is one script, the same one `.ci/run` runs, and it
 /// covers every command the tests spawn.
-@Suite("Setup script")
+@Suite("Setup script", .blockingWaits)
 struct SetupScriptTests {
     @Test func installDepsCoversWhatTheTestsSpawnAndCIAndTheREADMEUseIt() throws {
         let script = try Repository.text("scripts/install-deps")
@@ -40,6 +40,9 @@ struct SetupScriptTests {
         let install = try #require(ci.range(of: "scripts/install-deps"))
         let test = try #require(ci.range(of: "swift test"))
         #expect(install.lowerBound < test.lowerBound)
+        // The suite runs in parallel: its blocking suites carry `.blockingWaits`.
+        #expect(!ci.contains("--no-parallel"), ".ci/run still runs the tests one at a time")
+        #expect(!(try Repository.text("README.md")).contains("--no-parallel"), "the README still runs the tests one at a time")
         let readme = try Repository.text("README.md")
         let setup = try #require(readme.range(of: "## Setup"))
         #expect(readme[setup.upperBound...].prefix(600).contains("scripts/install-deps"))
