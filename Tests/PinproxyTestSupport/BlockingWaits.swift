@@ -17,12 +17,16 @@ import Testing
 ///
 ///     @Suite("Routing", .serialized, .blockingWaits)
 public struct BlockingWaits: SuiteTrait, TestTrait, TestScoping {
+    // Said, not inferred: the library's defaults would otherwise make it Never.
+    public typealias TestScopeProvider = Self
+
     public var isRecursive: Bool { true }
 
-    /// Once per test case: a suite's own scope would hold an admission for
-    /// the whole suite while its tests wait for theirs.
+    /// Per test function and per test case (the inner one passes through),
+    /// never per suite: a suite's scope would hold an admission for the whole
+    /// suite while its tests wait for theirs.
     public func scopeProvider(for test: Test, testCase: Test.Case?) -> Self? {
-        test.isSuite || testCase == nil ? nil : self
+        test.isSuite ? nil : self
     }
 
     public func provideScope(for test: Test, testCase: Test.Case?,
@@ -73,6 +77,9 @@ public final class BlockingTestExecutor: TaskExecutor, @unchecked Sendable {
 
     private func startThread() {
         let thread = Thread { [self] in
+            // Named from inside: a name set before start is not given to the
+            // kernel thread, which keeps its creator's (a pool thread's).
+            Thread.current.name = Self.threadName
             while true {
                 condition.lock()
                 while jobs.isEmpty {
@@ -85,7 +92,6 @@ public final class BlockingTestExecutor: TaskExecutor, @unchecked Sendable {
                 job.runSynchronously(on: asUnownedTaskExecutor())
             }
         }
-        thread.name = Self.threadName
         thread.stackSize = 8 << 20
         thread.start()
     }
