@@ -40,9 +40,6 @@ struct SetupScriptTests {
         let install = try #require(ci.range(of: "scripts/install-deps"))
         let test = try #require(ci.range(of: "swift test"))
         #expect(install.lowerBound < test.lowerBound)
-        // The suite runs in parallel: its blocking suites carry `.blockingWaits`.
-        #expect(!ci.contains("--no-parallel"), ".ci/run still runs the tests one at a time")
-        #expect(!(try Repository.text("README.md")).contains("--no-parallel"), "the README still runs the tests one at a time")
         let readme = try Repository.text("README.md")
         let setup = try #require(readme.range(of: "## Setup"))
         #expect(readme[setup.upperBound...].prefix(600).contains("scripts/install-deps"))
