@@ -6,7 +6,7 @@ import Testing
 /// Spotify session (docs/contract.md §14): each answered as §4 says (503
 /// `token_unavailable` when no token can be had), each failed attempt logged
 /// once and counted, and the next request served once the fault is gone.
-@Suite("Accounts and token-file faults end to end", .serialized)
+@Suite("Accounts and token-file faults end to end", .blockingWaits, .serialized)
 struct AccountsFaultTests {
     final class Stack: @unchecked Sendable {
         let dir: TemporaryDirectory
@@ -90,13 +90,13 @@ struct AccountsFaultTests {
         #expect(refused.status == 503)
         #expect(refused.pinproxyError == "token_unavailable")
         #expect(stack.api.seen.isEmpty, "nothing reached the API without a token")
-        #expect(pollUntil { stack.accessLines(status: 503).count == 1 }, "one access line for the one refusal")
+        #expect(await pollUntil { stack.accessLines(status: 503).count == 1 }, "one access line for the one refusal")
         #expect(try stack.metrics().value("pinproxy_denied_total", ["reason": "token_unavailable"]) == 1)
         try stack.expectFailuresLoggedOnceAndCounted()
 
         stack.accounts.update { $0.down = false }
         // The session retries on its backoff; within a bounded wait a request is served.
-        #expect(pollUntil(timeout: 30, every: 0.5) { (try? stack.get().status) == 200 })
+        #expect(await pollUntil(timeout: 30, every: 0.5) { (try? stack.get().status) == 200 })
         // Down again: the cached token keeps serving.
         stack.accounts.update { $0.down = true }
         #expect(try stack.get().status == 200)
@@ -110,11 +110,11 @@ struct AccountsFaultTests {
         #expect(refused.status == 503, "token_timeout is 2 s; the answer would take 6")
         #expect(refused.pinproxyError == "token_unavailable")
         #expect(stack.api.seen.isEmpty)
-        #expect(pollUntil { stack.accessLines(status: 503).count == 1 })
+        #expect(await pollUntil { stack.accessLines(status: 503).count == 1 })
         #expect(try stack.metrics().value("pinproxy_denied_total", ["reason": "token_unavailable"]) == 1)
 
         stack.accounts.update { $0.answerDelay = 0 }
-        #expect(pollUntil(timeout: 30, every: 0.5) { (try? stack.get().status) == 200 })
+        #expect(await pollUntil(timeout: 30, every: 0.5) { (try? stack.get().status) == 200 })
     }
 
     @Test(.enabled(if: SmallTmpfs.available, "needs mount(8) and the right to mount a tmpfs"),
@@ -124,7 +124,7 @@ struct AccountsFaultTests {
         // The first token, and its rotated refresh token, land while the disk
         // still works (whether the session fetched it at start or for this request).
         #expect(try stack.get().status == 200)
-        #expect(pollUntil(timeout: 15) {
+        #expect(await pollUntil(timeout: 15) {
             guard let issued = stack.accounts.counters.lastIssuedRefreshToken else { return false }
             return TextFile.read(stack.tokenFile).contains(issued)
         })
@@ -135,7 +135,7 @@ struct AccountsFaultTests {
         // and that refresh's rotated token is what the disk refuses.
         stack.accounts.expireAccessTokens()
         _ = try stack.get()
-        #expect(pollUntil(timeout: 15) { !stack.logLines(containing: "could not store the rotated Spotify refresh token").isEmpty })
+        #expect(await pollUntil(timeout: 15) { !stack.logLines(containing: "could not store the rotated Spotify refresh token").isEmpty })
         let failures = stack.logLines(containing: "could not store the rotated Spotify refresh token")
         #expect(failures.count == 1, "logged once: \(failures)")
         #expect(failures.first?.contains(disk == "full" ? "No space left" : "Read-only") == true, "\(failures)")
@@ -149,7 +149,7 @@ struct AccountsFaultTests {
         // refresh uses the rotated token held in memory (the file's is revoked).
         #expect(try stack.get().status == 200)
         stack.accounts.expireAccessTokens()
-        #expect(pollUntil(timeout: 15, every: 0.5) { (try? stack.get().status) == 200 })
+        #expect(await pollUntil(timeout: 15, every: 0.5) { (try? stack.get().status) == 200 })
         #expect(stack.accounts.counters.byGrantType["refresh_token", default: 0] >= 3)
     }
 }

@@ -6,7 +6,7 @@ import Testing
 /// that rebinds its DNS name to 127.0.0.1 can neither read `/policies` nor
 /// drive `POST /reload`; names in `admin.hosts` are answered; a cross-site
 /// POST is refused. Through the real binary, with curl.
-@Suite("admin API Host and Origin checks")
+@Suite("admin API Host and Origin checks", .blockingWaits)
 struct AdminHostTests {
     @Test func aRebindingHostIsRefusedAndConfiguredNamesAreAnswered() throws {
         let dir = try TemporaryDirectory("pinproxy-admin-host")

@@ -6,7 +6,7 @@ import Testing
 /// the fix, never the rule behind it (docs/contract.md §4, §15): no policy
 /// file, line or identity name reaches an anonymous client; the operator
 /// finds the rule in the access line's `detail`.
-@Suite("refusals to anonymous clients", .serialized)
+@Suite("refusals to anonymous clients", .blockingWaits, .serialized)
 struct AnonymousRefusalTests {
     @Test func the407ToAnAnonymousClientNamesTheFixAndTheLogKeepsTheRule() async throws {
         let stack = try await ClientIdentityTests.Stack()

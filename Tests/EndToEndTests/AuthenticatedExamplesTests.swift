@@ -5,7 +5,7 @@ import Testing
 /// The client examples with an identity in the proxy URL
 /// (`PINPROXY=http://NAME:PASSWORD@host:port`, docs/contract.md §15), against
 /// a pinproxy with `require_identity: true`: admitted with it, 407 without.
-@Suite("Client examples with an identity", .serialized)
+@Suite("Client examples with an identity", .blockingWaits, .serialized)
 struct AuthenticatedExamplesTests {
     final class Setup: @unchecked Sendable {
         let dir: TemporaryDirectory
@@ -46,7 +46,7 @@ struct AuthenticatedExamplesTests {
         }
     }
 
-    static let setup = Task { try await Setup() }
+    static let setup = Task.blockingSetup { try await Setup() }
 
     @Test func curlWithAndWithoutTheIdentity() async throws {
         let s = try await Self.setup.value

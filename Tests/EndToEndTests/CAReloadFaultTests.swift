@@ -7,7 +7,7 @@ import Testing
 /// start would fail too), the failure is logged once and counted, and the CA
 /// held in memory keeps minting, so the next request — for a host that needs
 /// a new certificate — is served.
-@Suite("CA key faults at a reload", .serialized)
+@Suite("CA key faults at a reload", .blockingWaits, .serialized)
 struct CAReloadFaultTests {
     @Test(arguments: ["removed", "unreadable"])
     func aReloadAfterTheCAKeyBecameUnreadableFailsAndServingGoesOn(fault: String) throws {

@@ -2,7 +2,7 @@ import Foundation
 import PinproxyTestSupport
 import Testing
 
-@Suite("pinproxy pin and pinproxy ca")
+@Suite("pinproxy pin and pinproxy ca", .blockingWaits)
 struct CLITests {
     @Test(arguments: TestPKI.KeyType.allCases)
     func pinPrintsTheOpenSSLRecipesPinForEveryCertificate(keyType: TestPKI.KeyType) throws {

@@ -5,7 +5,7 @@ import Testing
 /// A cipher string that would switch encryption off on the upstream leg is
 /// refused by `check` (strict or not), and by a reload while the old policy
 /// keeps serving over a real cipher (docs/contract.md §3, "Errors and warnings").
-@Suite("cipher strings that switch protection off")
+@Suite("cipher strings that switch protection off", .blockingWaits)
 struct CipherPolicyEndToEndTests {
     static let nullCiphers = #"tls: { ca_file: CA, max_version: "1.2", ciphers: "ALL:eNULL:@SECLEVEL=0" }"#
 

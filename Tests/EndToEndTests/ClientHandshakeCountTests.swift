@@ -6,7 +6,7 @@ import Testing
 /// 27 item 9): an app whose handshake succeeded and that then hangs up, with
 /// close_notify or (as most HTTP clients do once a response is framed)
 /// without, is one `ok` and no failure, and no "handshake failed" warning.
-@Suite("Client handshake counting", .serialized)
+@Suite("Client handshake counting", .blockingWaits, .serialized)
 struct ClientHandshakeCountTests {
     static let client = """
         import socket, ssl, sys

@@ -6,7 +6,7 @@ import Testing
 /// credentials in the proxy URL (curl, Python requests, Go): who may go
 /// where, 407 and 403, failures counted and rate-limited, the token only
 /// for the admitted identity, `from:`.
-@Suite("Client identities end to end", .serialized)
+@Suite("Client identities end to end", .blockingWaits, .serialized)
 struct ClientIdentityTests {
     static let billingPassword = "billing-S3CRET"
     static let reportsPassword = "reports-pw:with-colon"

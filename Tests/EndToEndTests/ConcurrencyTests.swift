@@ -3,7 +3,7 @@ import PinproxyTestSupport
 import Testing
 
 /// `concurrency: N` sets the number of event-loop threads serving connections.
-@Suite("concurrency")
+@Suite("concurrency", .blockingWaits)
 struct ConcurrencyTests {
     /// NIO names the threads of its shared event-loop group `NIO-SGLTN-N-#k`.
     static func eventLoopThreads(of pid: pid_t) throws -> Int {

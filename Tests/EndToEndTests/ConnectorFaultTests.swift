@@ -9,7 +9,7 @@ import Testing
 /// `X-Pinproxy-Error`, exactly one access line, and the process lives on (a
 /// debug build traps on a promise left incomplete). The parent is
 /// Scripts/faulty_parent.py, which picks its fault by the CONNECT target's port.
-@Suite("Connector faults end to end", .serialized)
+@Suite("Connector faults end to end", .blockingWaits, .serialized)
 struct ConnectorFaultTests {
     final class Parent: @unchecked Sendable {
         let process: ChildProcess

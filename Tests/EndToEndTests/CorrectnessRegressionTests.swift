@@ -6,7 +6,7 @@ import Testing
 /// peers (`openssl s_server`, a scripted Python upstream, curl): refusals
 /// counted once, access lines that say what happened, an app that does not
 /// trust the CA made visible, mTLS failures named for what they are.
-@Suite("Correctness regressions", .serialized)
+@Suite("Correctness regressions", .blockingWaits, .serialized)
 struct CorrectnessRegressionTests {
     final class Setup: @unchecked Sendable {
         let dir: TemporaryDirectory
@@ -46,7 +46,7 @@ struct CorrectnessRegressionTests {
         }
     }
 
-    static let setup = Task { try await Setup() }
+    static let setup = Task.blockingSetup { try await Setup() }
 
     // Item 5: a server that requires a client certificate is not a cipher problem.
     @Test(arguments: ["mtls12.test", "mtls13.test"])
@@ -63,7 +63,7 @@ struct CorrectnessRegressionTests {
         let s = try await Self.setup.value
         let result = try Curl.run("https://pinned.test/", proxy: s.proxy, directory: s.dir)
         #expect(result.pinproxyError == "pin_mismatch")
-        let line = try #require(pollFor(timeout: 10) { s.lines(host: "pinned.test").last })
+        let line = try #require(await pollFor(timeout: 10) { s.lines(host: "pinned.test").last })
         #expect(line["pin"] as? String == "mismatch_enforced", "\(line)")
         let failure = s.proxy.log.split(separator: "\n").compactMap { text -> [String: Any]? in
             guard text.contains("upstream pin check failed") else { return nil }
@@ -79,7 +79,7 @@ struct CorrectnessRegressionTests {
         let before = try s.metrics().value("pinproxy_client_handshakes_total", ["result": "untrusted_ca"]) ?? -1
         let result = try Curl.run("https://pinned.test/", proxyURL: s.proxy.proxyURL, caFile: s.pki.rootCertificate, directory: s.dir)
         #expect(result.exitCode != 0)
-        let after = try pollFor(timeout: 10) { () -> Double? in
+        let after = try await pollFor(timeout: 10) { () -> Double? in
             let value = try s.metrics().value("pinproxy_client_handshakes_total", ["result": "untrusted_ca"]) ?? -1
             return value > before ? value : nil
         }
@@ -95,7 +95,7 @@ struct CorrectnessRegressionTests {
         let result = try Curl.run("http://plain.test/reset-mid-body", proxy: s.proxy, extra: ["--max-time", "20"], directory: s.dir)
         #expect(result.exitCode != 0, "curl sees a short body")
         #expect(result.body.utf8.count < 1_000_000)
-        let line = try #require(pollFor(timeout: 10) { s.lines(host: "plain.test").last { ($0["path"] as? String) == "/reset-mid-body" } })
+        let line = try #require(await pollFor(timeout: 10) { s.lines(host: "plain.test").last { ($0["path"] as? String) == "/reset-mid-body" } })
         #expect(line["error"] as? String == "upstream_closed", "\(line)")
     }
 
@@ -104,7 +104,7 @@ struct CorrectnessRegressionTests {
         let s = try await Self.setup.value
         let result = try Curl.run("http://plain.test/stall-mid-body", proxy: s.proxy, extra: ["--max-time", "15"], directory: s.dir)
         #expect(result.exitCode != 0 && result.exitCode != 28, "pinproxy cut it, not curl's own 15 s limit (exit \(result.exitCode))")
-        let line = try #require(pollFor(timeout: 10) { s.lines(host: "plain.test").last { ($0["path"] as? String) == "/stall-mid-body" } })
+        let line = try #require(await pollFor(timeout: 10) { s.lines(host: "plain.test").last { ($0["path"] as? String) == "/stall-mid-body" } })
         #expect(line["error"] as? String == "upstream_timeout", "\(line)")
         #expect((line["bytes_down"] as? Int ?? 0) >= 65_536)
     }

@@ -7,7 +7,7 @@ import Testing
 /// without a valid credential gets 407 at a denied host as at any other, and
 /// cannot map which hosts are denied (issue 27 item 8). CONNECT and
 /// absolute-form alike.
-@Suite("The credential is checked before the host", .serialized)
+@Suite("The credential is checked before the host", .blockingWaits, .serialized)
 struct CredentialOrderTests {
     static let password = "order-S3CRET"
     static let policies = """

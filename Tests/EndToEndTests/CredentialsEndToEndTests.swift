@@ -7,7 +7,7 @@ import Testing
 /// credentials with Basic and post client auth, scope and audience, refresh
 /// with rotation, 401 replay, single flight; static keys in any header; a
 /// credential per client identity; an upstream's 429 respected per credential.
-@Suite("Credentials for any API end to end", .serialized)
+@Suite("Credentials for any API end to end", .blockingWaits, .serialized)
 struct CredentialsEndToEndTests {
     static let staticKey = "ghp_STATIC_test_value_8f3a91"
     static let billingPassword = "billing-pass-1"

@@ -5,7 +5,7 @@ import Testing
 /// Details of the shipped examples that a reader trusts without checking
 /// (issue 28 item 16): the keys their comments name, and the Dockerfile's
 /// dependency layer.
-@Suite("Example details")
+@Suite("Example details", .blockingWaits)
 struct ExampleDetailsTests {
     /// Every `section.key` of the main file that the shipped examples name in
     /// their comments is a key pinproxy knows (issue 28 item 16: the unit named

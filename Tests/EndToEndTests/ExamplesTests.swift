@@ -52,7 +52,7 @@ enum Repository {
     }()
 }
 
-@Suite("Client examples through a real pinproxy", .serialized)
+@Suite("Client examples through a real pinproxy", .blockingWaits, .serialized)
 struct ClientExamplesTests {
     final class Setup: @unchecked Sendable {
         let dir: TemporaryDirectory
@@ -110,7 +110,7 @@ struct ClientExamplesTests {
         }
     }
 
-    static let setup = Task { try await Setup() }
+    static let setup = Task.blockingSetup { try await Setup() }
 
     @Test func curl() async throws {
         let s = try await Self.setup.value
@@ -200,7 +200,7 @@ struct ClientExamplesTests {
     }
 }
 
-@Suite("Shipped YAML and the container and Kubernetes files")
+@Suite("Shipped YAML and the container and Kubernetes files", .blockingWaits)
 struct ShippedFilesTests {
     /// Every YAML file under etc/ and examples/.
     static func yamlFiles() throws -> [String] {
@@ -354,7 +354,7 @@ struct ShippedFilesTests {
     }
 }
 
-@Suite("The Dockerfile, the Kubernetes manifests and the README agree")
+@Suite("The Dockerfile, the Kubernetes manifests and the README agree", .blockingWaits)
 struct ContainerAgreementTests {
     @Test func portsUserPathsAndProbes() throws {
         let docker = try Dockerfile.load()

@@ -6,7 +6,7 @@ import Testing
 /// (docs/contract.md §13, §15): the SSRF guard on `--connect` and the
 /// `clients.allow` ACL on `--client IP`, each checked against a running proxy
 /// given the same files.
-@Suite("explain decides as the proxy does")
+@Suite("explain decides as the proxy does", .blockingWaits)
 struct ExplainDecisionTests {
     @Test func explainConnectRefusesAnAddressTheSSRFGuardRefuses() throws {
         let dir = try TemporaryDirectory("pinproxy-explain-ssrf")

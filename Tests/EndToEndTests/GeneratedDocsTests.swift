@@ -5,7 +5,7 @@ import Testing
 /// The committed completions and man pages (scripts/generate-completions,
 /// docs/contract.md §13) are what the command line's definitions produce now:
 /// a new option or subcommand without regenerating them fails here.
-@Suite("Generated completions and man pages")
+@Suite("Generated completions and man pages", .blockingWaits)
 struct GeneratedDocsTests {
     @Test(arguments: ["bash", "zsh", "fish"])
     func theCommittedCompletionScriptIsCurrent(shell: String) throws {

@@ -6,7 +6,7 @@ import Testing
 /// HTTP/1.1 app's next answer on the same connection must be its own, not
 /// those bytes. The upstream is Python's `h2` behind Python `ssl` (ALPN h2);
 /// the app reads HTTP/1.1 byte by byte, two requests on one intercepted session.
-@Suite("Bodies on bodiless responses from an h2 upstream", .serialized)
+@Suite("Bodies on bodiless responses from an h2 upstream", .blockingWaits, .serialized)
 struct HTTP2BodilessResponseTests {
     static let upstreamScript = #"""
         import socket, ssl, sys, threading, time
@@ -101,10 +101,10 @@ struct HTTP2BodilessResponseTests {
         #expect(upstream.outputText.contains("REQ /after"))
         // Counted and logged.
         let admin = try proxy.adminPort
-        #expect(try pollUntil(timeout: 10) {
+        #expect(try await pollUntil(timeout: 10) {
             try ChildProcess.run("curl", ["-s", "http://127.0.0.1:\(admin)/metrics"]).output
                 .contains(#"pinproxy_upstream_violations_total{host="bodiless.test",kind="body_on_bodiless_response"} 1"#)
         })
-        #expect(pollUntil(timeout: 10) { proxy.log.contains("upstream sent a body with a response that has none") })
+        #expect(await pollUntil(timeout: 10) { proxy.log.contains("upstream sent a body with a response that has none") })
     }
 }

@@ -9,7 +9,7 @@ import Testing
 /// never come back to the app. The app is Python's `h2` on a real TLS
 /// session through CONNECT; the upstream is a Python `ssl` server that
 /// prints every request it parses.
-@Suite("HTTP/2 request smuggling", .serialized)
+@Suite("HTTP/2 request smuggling", .blockingWaits, .serialized)
 struct HTTP2SmugglingTests {
     final class Stack: @unchecked Sendable {
         let dir: TemporaryDirectory
@@ -101,7 +101,7 @@ struct HTTP2SmugglingTests {
             """#
     }
 
-    static let stack = Task { try await Stack() }
+    static let stack = Task.blockingSetup { try await Stack() }
 
     /// What the app received for one stream, headers and body as one text.
     static func text(_ answer: [String: Any]) -> String {

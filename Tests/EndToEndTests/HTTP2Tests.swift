@@ -4,7 +4,7 @@ import Testing
 
 /// HTTP/2 and gRPC through intercepted sessions (docs/contract.md §11), with real
 /// peers only: curl and grpcio as apps, nginx (`http2`) and a grpcio server upstream.
-@Suite("HTTP/2 and gRPC through the proxy", .serialized)
+@Suite("HTTP/2 and gRPC through the proxy", .blockingWaits, .serialized)
 struct HTTP2Tests {
     final class Setup: @unchecked Sendable {
         let dir: TemporaryDirectory
@@ -69,7 +69,7 @@ struct HTTP2Tests {
         }
     }
 
-    static let setup = Task { try await Setup() }
+    static let setup = Task.blockingSetup { try await Setup() }
 
     @Test func curlSpeaksHTTP2ToPinproxyAndPinproxySpeaksHTTP2ToNginx() async throws {
         let s = try await Self.setup.value
@@ -78,7 +78,7 @@ struct HTTP2Tests {
         #expect(answer.status == 200)
         #expect(answer.text.contains("proto=HTTP/2.0"))
         #expect(s.nginxLog.contains { $0.contains("HTTP/2.0 /both-h2 200") })
-        #expect(pollUntil(timeout: 10) {
+        #expect(await pollUntil(timeout: 10) {
             s.proxy.accessLog.contains { ($0["path"] as? String) == "/both-h2" && ($0["protocol"] as? String) == "h2" }
         })
     }
@@ -177,7 +177,7 @@ struct HTTP2Tests {
         #expect(trailers?["x-reason"] == "denied-by-test")
         #expect(trailers?["x-bin-bin"] == "0001ff")
         // Access lines are written when each exchange ends, a little after the app has its answer.
-        #expect(pollUntil(timeout: 10) {
+        #expect(await pollUntil(timeout: 10) {
             s.proxy.accessLog.contains { ($0["path"] as? String) == "/t.T/Chat" && ($0["protocol"] as? String) == "h2" }
         })
     }

@@ -8,7 +8,7 @@ import Testing
 /// loops) get streams on the same connection, not 503 `queue_timeout`.
 /// nginx (`http2`, `http2_max_concurrent_streams 8`, `limit_rate`) is the
 /// upstream; curl is the app.
-@Suite("HTTP/2 upstream at its connection limit", .serialized)
+@Suite("HTTP/2 upstream at its connection limit", .blockingWaits, .serialized)
 struct HTTP2UpstreamLimitTests {
     @Test func aBusyH2ConnectionCarriesRequestsFromEveryLoop() async throws {
         let dir = try TemporaryDirectory("pinproxy-h2-limit")
@@ -35,7 +35,7 @@ struct HTTP2UpstreamLimitTests {
                                              "-x", proxy.proxyURL, "https://limit.test/big"], directory: dir, name: "slow-curl")
         defer { slow.stop() }
         // The download is under way when its stream shows in the gauge.
-        #expect(try pollUntil(timeout: 10) {
+        #expect(try await pollUntil(timeout: 10) {
             try ChildProcess.run("curl", ["-s", "http://127.0.0.1:\(admin)/metrics"]).output
                 .contains(#"pinproxy_upstream_streams{host="limit.test"} 1"#)
         }, "\(slow.outputText) \(nginx.accessLog)")

@@ -5,7 +5,7 @@ import Testing
 /// What a new user reads first (issue 28 item 17): `--help` wrapped once,
 /// defaults said once, exit statuses as they are, the contract's command
 /// table complete, and `spotify login` on the shipped config saying what to do.
-@Suite("Help texts and the command table")
+@Suite("Help texts and the command table", .blockingWaits)
 struct HelpTextTests {
     /// A paragraph wrapped by hand and again by the parser leaves a short line
     /// whose next word would have fitted on it.

@@ -7,7 +7,7 @@ import Testing
 /// writes a request for its key, the organisation's root (here the openssl
 /// CLI) signs it, and clients that trust only that root accept the leaves
 /// pinproxy mints, because each is served with the intermediate (never the root).
-@Suite("Interception CA under an organisation's root", .serialized)
+@Suite("Interception CA under an organisation's root", .blockingWaits, .serialized)
 struct IntermediateCATests {
     static let caConfig = """
         ca:

@@ -4,9 +4,9 @@ import Testing
 
 /// Limits and robustness: slow-loris, oversize heads, garbage, many clients,
 /// a large download to a slow reader, and SIGTERM in the middle of a response.
-@Suite("Limits, streaming and shutdown", .serialized)
+@Suite("Limits, streaming and shutdown", .blockingWaits, .serialized)
 struct LimitsTests {
-    static let setup = Task {
+    static let setup = Task.blockingSetup {
         try await Scenario("pinproxy-limits", names: ["api.test", "plain.test"], hosts: [
             .intercept("api.test", "upgrade_to_tls: true", "max_upstream_connections: 32", "queue_timeout: 60s"),
         ], mainConfig: "limits:\n  header_timeout: 1s\n  max_header_bytes: 65536\n")
@@ -26,7 +26,7 @@ struct LimitsTests {
         }
         #expect(closed, "the connection was still open after 10 s of a head that never ends")
         // Log lines are written by pinproxy's log thread: allow it a moment.
-        #expect(pollUntil(timeout: 10) { s.proxy.log.contains("no complete request head within header_timeout") })
+        #expect(await pollUntil(timeout: 10) { s.proxy.log.contains("no complete request head within header_timeout") })
     }
 
     @Test func aHeadSplitAcrossReadsIsServedAndPlainHTTPIsUpgradedToTLS() async throws {
@@ -150,7 +150,7 @@ struct LimitsTests {
             "-sS", "--proxy", proxy.proxyURL, "--cacert", proxy.caFile, "-w", "\nstatus=%{http_code}", "https://api.test/slow/\(milliseconds)",
         ], directory: dir, name: "curl-slow")
         // Wait until the upstream holds the request; the caller then asks pinproxy to stop.
-        _ = pollUntil(every: 0.02) { upstream.requests.withLockedValue { $0.contains("GET /slow/\(milliseconds)") } }
+        _ = await pollUntil(every: 0.02) { upstream.requests.withLockedValue { $0.contains("GET /slow/\(milliseconds)") } }
         return (dir, upstream, proxy, curl)
     }
 
@@ -161,7 +161,7 @@ struct LimitsTests {
         proxy.process.signal(SIGTERM)
         // During the drain: the listener is closed (a new app is refused at
         // once) while the admin API still answers, with /readyz at 503.
-        let draining = pollUntil(timeout: 1.5, every: 0.05) {
+        let draining = await pollUntil(timeout: 1.5, every: 0.05) {
             (try? Curl.run("http://127.0.0.1:\(admin)/readyz", proxyURL: nil, caFile: nil, directory: dir).status) == 503
         }
         #expect(draining, "/readyz reports the drain")
@@ -216,7 +216,7 @@ struct LimitsTests {
                                      mainConfig: "network:\n  allow: [127.0.0.0/8]\nlimits:\n  shutdown_grace: 600s\n", directory: dir)
         let idle = try RawClient(port: proxy.port)
         // The listener has accepted it before the signal goes out.
-        #expect(pollUntil(every: 0.02) { proxy.log.contains("proxy listening") })
+        #expect(await pollUntil(every: 0.02) { proxy.log.contains("proxy listening") })
         proxy.process.signal(SIGTERM)
         let proxyStatus = proxy.process.waitForExit(timeout: 30)
         #expect(proxyStatus == 0, "pinproxy exited while idle connections were open: \(proxy.log.suffix(600))")

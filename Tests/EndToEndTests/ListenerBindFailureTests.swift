@@ -7,7 +7,7 @@ import Testing
 /// the others but the proxy's listener ignored the cancellation: pinproxy
 /// stayed up half-started, said nothing, and did not even stop on SIGTERM.
 /// Found while chasing issue 28 item 20 with scripts/startup-loop.
-@Suite("Listener bind failure")
+@Suite("Listener bind failure", .blockingWaits)
 struct ListenerBindFailureTests {
     static let policy = """
     hosts:

@@ -5,7 +5,7 @@ import Testing
 /// `log.format: json`: every line pinproxy writes, on standard output or
 /// standard error, from the first warning of the initial load to the last
 /// line of the shutdown, is one JSON object.
-@Suite("Log format")
+@Suite("Log format", .blockingWaits)
 struct LogFormatTests {
     @Test func everyLineFollowsTheJSONFormatFromTheFirstToTheLast() throws {
         // One pin and no `upgrade_to_tls`: the initial load warns.

@@ -5,7 +5,7 @@ import Testing
 /// Failed proxy logins are limited per (address, user name), with a looser
 /// cap per address (docs/contract.md §15): one app behind a shared address
 /// (a sidecar, a NAT) with a stale password does not lock out the others.
-@Suite("login rate limit per address and user", .serialized)
+@Suite("login rate limit per address and user", .blockingWaits, .serialized)
 struct LoginLimitTests {
     @Test func aStalePasswordLocksOutOnlyItsOwnUserBehindASharedAddress() async throws {
         let stack = try await ClientIdentityTests.Stack()

@@ -4,7 +4,7 @@ import Testing
 
 /// After a burst of client connections drains, pinproxy hands the memory
 /// malloc kept back to the system (measured figures: docs/operations.md).
-@Suite("Memory after a burst")
+@Suite("Memory after a burst", .blockingWaits)
 struct MemoryReturnTests {
     @Test func aDrainedBurstIsFollowedByATrim() throws {
         // The idle clients must stay open until the test closes them: with the

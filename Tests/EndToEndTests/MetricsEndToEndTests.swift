@@ -3,7 +3,7 @@ import PinproxyTestSupport
 import Testing
 
 /// The proxy's metrics and admin API as an operator scrapes them from the real binary.
-@Suite("Metrics and admin API end to end", .serialized)
+@Suite("Metrics and admin API end to end", .blockingWaits, .serialized)
 struct MetricsEndToEndTests {
     @Test func aScriptedScenarioShowsExactlyItsCounts() async throws {
         let dir = try TemporaryDirectory("pinproxy-metrics")

@@ -6,7 +6,7 @@ import Testing
 /// reads the snapshot serving now, and pooled connections opened before a
 /// change of `network` are retired, so an address taken out of
 /// `network.allow` is refused at the next request, not at the next start.
-@Suite("network settings on reload")
+@Suite("network settings on reload", .blockingWaits)
 struct NetworkReloadTests {
     @Test func anAddressTakenOutOfNetworkAllowIsRefusedAfterAReload() throws {
         let dir = try TemporaryDirectory("pinproxy-network-reload")

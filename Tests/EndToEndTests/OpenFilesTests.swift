@@ -4,7 +4,7 @@ import Testing
 
 /// File descriptors: `run` raises its soft limit to the hard one, and when
 /// the proxy listener still runs out, `/readyz` says it cannot accept.
-@Suite("Open files: the limit at start, and readiness when accept fails", .serialized)
+@Suite("Open files: the limit at start, and readiness when accept fails", .blockingWaits, .serialized)
 struct OpenFilesTests {
     static func hardLimit() -> UInt64 {
         var limit = rlimit()

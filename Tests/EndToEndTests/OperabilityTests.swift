@@ -5,7 +5,7 @@ import Testing
 /// What an operator reaches for after a rotation or while scraping (issue 28
 /// items 13 and 19): a probe on demand and after a reload, `HEAD /metrics`,
 /// the standard `process_*` families.
-@Suite("Operability")
+@Suite("Operability", .blockingWaits)
 struct OperabilityTests {
     static func policy(port: Int, pki: TestPKI, pins: [String], interval: String) -> String {
         """

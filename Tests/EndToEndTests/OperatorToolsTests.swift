@@ -4,7 +4,7 @@ import Testing
 
 /// `pinproxy explain` and `pinproxy pins suggest` (docs/contract.md §13), run as
 /// the built binary against real files, a real `openssl s_server` and a running proxy.
-@Suite("explain and pins suggest")
+@Suite("explain and pins suggest", .blockingWaits)
 struct OperatorToolsTests {
     struct Setup {
         let dir: TemporaryDirectory

@@ -5,7 +5,7 @@ import Testing
 /// `upstream_proxy:` (docs/contract.md §15) with a real parent, tinyproxy from
 /// Debian, in front of a real upstream (`openssl s_server`): the leg goes
 /// through the parent's CONNECT, and pinproxy's own TLS and pins hold inside.
-@Suite("Parent proxy end to end", .serialized,
+@Suite("Parent proxy end to end", .blockingWaits, .serialized,
        .enabled(if: Repository.which("tinyproxy") != nil, "tinyproxy is not installed (scripts/install-deps)"))
 struct ParentProxyTests {
     /// tinyproxy on loopback with a config in the test's directory. It cannot

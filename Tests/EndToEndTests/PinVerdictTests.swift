@@ -6,7 +6,7 @@ import Testing
 /// Every pin verdict of docs/contract.md §3, through the proxy, with curl as
 /// the legacy app and a real `openssl s_server` as the upstream (so neither
 /// TLS leg is checked by pinproxy's own TLS code on both ends).
-@Suite("Pin verdicts through the proxy", .serialized)
+@Suite("Pin verdicts through the proxy", .blockingWaits, .serialized)
 struct PinVerdictTests {
     static let names = [
         "leaf.pin.test", "intermediate.pin.test", "root.pin.test", "wrong.pin.test", "report.pin.test",

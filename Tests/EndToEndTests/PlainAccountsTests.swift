@@ -4,7 +4,7 @@ import Testing
 
 /// An `http://` accounts URL would send the client secret in clear: `check`
 /// and `run` refuse it at the value, naming the key and the fix.
-@Suite("spotify.accounts must be https")
+@Suite("spotify.accounts must be https", .blockingWaits)
 struct PlainAccountsTests {
     @Test func checkAndRunRefuseAPlainAccountsURL() throws {
         let dir = try TemporaryDirectory("pinproxy-accounts")

@@ -6,7 +6,7 @@ import Testing
 /// truncated in place was applied empty by the watcher, and its denied host
 /// was tunnelled. The emptied file must be a failed reload (logged, counted,
 /// in `/policies`) while the last good set keeps serving.
-@Suite("A policy file rewritten in place")
+@Suite("A policy file rewritten in place", .blockingWaits)
 struct PolicyRewriteEndToEndTests {
     @Test func anEmptiedPolicyFileKeepsTheLastGoodSetAndIsReportedAsAFailedReload() throws {
         let policy = "hosts:\n  - {match: 127.0.0.2, action: deny}\n"

@@ -7,7 +7,7 @@ import Testing
 /// http:// request 80 or 443; other ports get 403 `port_denied`, counted in
 /// `denied_total`. The port the client asked for is checked, whatever
 /// `upstream:` dials.
-@Suite("Policy ports", .serialized)
+@Suite("Policy ports", .blockingWaits, .serialized)
 struct PortPolicyTests {
     static func setup() async throws -> Scenario {
         try await Scenario("pinproxy-ports", names: ["api.test", "alt.test", "tunnel.test"], hosts: [

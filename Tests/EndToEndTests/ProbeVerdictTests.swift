@@ -7,7 +7,7 @@ import Testing
 /// (the handshake passed the policy) but `/policies` gives the verdict and
 /// `pin_validations_total{result="mismatch_reported"}` counts it, so the
 /// mismatch alert fires with no client traffic at all.
-@Suite("Probe verdicts")
+@Suite("Probe verdicts", .blockingWaits)
 struct ProbeVerdictTests {
     @Test func aReportedMismatchSeenByAProbeIsCountedAndShown() async throws {
         let dir = try TemporaryDirectory("pinproxy-probe-verdict")

@@ -4,9 +4,9 @@ import Testing
 
 /// The HTTP a proxy owes: framing, HEAD, 100-continue, bodies both ways,
 /// queueing and timeouts, and reloads retiring pooled connections.
-@Suite("HTTP semantics through the proxy", .serialized)
+@Suite("HTTP semantics through the proxy", .blockingWaits, .serialized)
 struct ProtocolTests {
-    static let setup = Task {
+    static let setup = Task.blockingSetup {
         try await Scenario("pinproxy-protocol", names: ["api.test", "queue.test", "timeout.test", "reload.test"], hosts: [
             .intercept("api.test", "upgrade_to_tls: true"),
             .intercept("queue.test", "max_upstream_connections: 1", "queue_timeout: 1s"),
@@ -59,7 +59,9 @@ struct ProtocolTests {
         client.send("GET http://api.test/slow/300 HTTP/1.1\r\nHost: api.test\r\n\r\n" +
                     "GET http://api.test/echo-first HTTP/1.1\r\nHost: api.test\r\n\r\n" +
                     "GET http://api.test/echo-second HTTP/1.1\r\nHost: api.test\r\n\r\n")
-        usleep(100_000)  // pacing, not a wait: a later packet, while the slow (300 ms) response is still pending
+        // The fourth head goes as a later packet, once the slow request has
+        // reached the upstream (so its 300 ms answer is still pending).
+        #expect(await pollUntil(every: 0.02) { s.upstream.requests.withLockedValue { $0.contains("GET /slow/300") } })
         client.send("GET http://api.test/echo-third HTTP/1.1\r\nHost: api.test\r\nConnection: close\r\n\r\n")
         let text = client.readToEnd()
         let statuses = text.components(separatedBy: "HTTP/1.1 200 OK").count - 1
@@ -93,7 +95,7 @@ struct ProtocolTests {
         let slow = try ChildProcess("/usr/bin/curl", [
             "-sS", "--proxy", s.proxy.proxyURL, "--cacert", s.proxy.caFile, "https://queue.test/slow/4000",
         ], directory: s.dir, name: "curl-queue")
-        _ = pollUntil(every: 0.02) { s.upstream.requests.withLockedValue { $0.contains("GET /slow/4000") } }
+        _ = await pollUntil(every: 0.02) { s.upstream.requests.withLockedValue { $0.contains("GET /slow/4000") } }
         let queued = try Curl.run("https://queue.test/echo", proxy: s.proxy, directory: s.dir)
         #expect(queued.status == 503)
         #expect(queued.pinproxyError == "queue_timeout")
@@ -128,7 +130,7 @@ struct ProtocolTests {
     }
 }
 
-@Suite("run and check on the command line")
+@Suite("run and check on the command line", .blockingWaits)
 struct RunCommandTests {
     @Test func runWithAMissingConfigFileExits2NamingIt() throws {
         let (status, _, stderr) = try PinproxyBinary.run(["run", "--config", "/nonexistent/pinproxy.yaml"])

@@ -4,7 +4,7 @@ import Testing
 
 /// The policy's action, the TLS floor, the SSRF guard, the client ACL, the
 /// Host check and upstream fallback, as a legacy app sees them through curl.
-@Suite("Routing, TLS policy and refusals", .serialized)
+@Suite("Routing, TLS policy and refusals", .blockingWaits, .serialized)
 struct RoutingTests {
     final class Setup: @unchecked Sendable {
         let dir: TemporaryDirectory
@@ -84,7 +84,7 @@ struct RoutingTests {
         }
     }
 
-    static let setup = Task { try await Setup() }
+    static let setup = Task.blockingSetup { try await Setup() }
 
     private func curl(_ url: String, caFile: String? = nil, _ extra: [String] = []) async throws -> CurlResult {
         let s = try await Self.setup.value

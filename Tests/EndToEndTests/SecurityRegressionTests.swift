@@ -7,7 +7,7 @@ import Testing
 /// oversize heads, other spellings of a denied IP, a request sent twice, an
 /// unasked 101, a stalled body holding a host's only slot, a CONNECT logged
 /// twice. Every test here failed before its fix.
-@Suite("Security regressions", .serialized)
+@Suite("Security regressions", .blockingWaits, .serialized)
 struct SecurityRegressionTests {
     final class Setup: @unchecked Sendable {
         let dir: TemporaryDirectory
@@ -40,7 +40,7 @@ struct SecurityRegressionTests {
         }
     }
 
-    static let setup = Task { try await Setup() }
+    static let setup = Task.blockingSetup { try await Setup() }
 
     static let smuggled = "GET /SMUGGLED HTTP/1.1\r\nHost: evil.test\r\nAuthorization: Bearer attacker\r\n\r\n"
 
@@ -177,7 +177,7 @@ struct SecurityRegressionTests {
         let after = try RawClient(port: s.proxy.port)
         after.send("GET http://plain.test\(marker) HTTP/1.1\r\nHost: plain.test\r\nConnection: close\r\n\r\n")
         _ = after.readToEnd()
-        #expect(pollUntil { s.scripted.count("GET \(marker)") == 1 }, "\(s.scripted.requests)")
+        #expect(await pollUntil { s.scripted.count("GET \(marker)") == 1 }, "\(s.scripted.requests)")
         #expect(s.scripted.count("POST \(path)-post") == 1, "\(s.scripted.requests)")
     }
 
@@ -202,7 +202,7 @@ struct SecurityRegressionTests {
         let staller = try RawClient(port: s.proxy.port)
         staller.send("POST http://slot.test/stalled HTTP/1.1\r\nHost: slot.test\r\nContent-Length: 1000\r\n\r\n0123456789")
         // It holds slot.test's only upstream connection once the gauge says so.
-        #expect(try pollUntil { try s.metric("pinproxy_upstream_connections", ["host": "slot.test"]) == 1 })
+        #expect(try await pollUntil { try s.metric("pinproxy_upstream_connections", ["host": "slot.test"]) == 1 })
         let other = try Curl.run("http://slot.test/served", proxy: s.proxy, extra: ["--max-time", "30"], directory: s.dir)
         #expect(other.status == 200, "served once the stalled body was cut: \(other.status) \(other.body)")
         let text = staller.readToEnd()
@@ -220,7 +220,7 @@ struct SecurityRegressionTests {
         // (to a port that never answers, 1 s connect_timeout) is under way.
         try await Task.sleep(for: .milliseconds(300))
         client.closeNow()
-        let logged = pollUntil(timeout: 10) { s.proxy.accessLog.contains { ($0["host"] as? String) == "hole.test" } }
+        let logged = await pollUntil(timeout: 10) { s.proxy.accessLog.contains { ($0["host"] as? String) == "hole.test" } }
         #expect(logged)
         // A second CONNECT, started after the first's dial and with the same
         // connect_timeout, is answered once its own dial has timed out: by then
@@ -230,7 +230,7 @@ struct SecurityRegressionTests {
         let answer = later.readResponse().head
         #expect(!answer.isEmpty && !answer.hasPrefix("HTTP/1.1 200"), "\(answer)")
         later.closeNow()
-        #expect(pollUntil { s.proxy.accessLog.filter { ($0["host"] as? String) == "hole.test" }.count >= 2 })
+        #expect(await pollUntil { s.proxy.accessLog.filter { ($0["host"] as? String) == "hole.test" }.count >= 2 })
         let lines = s.proxy.accessLog.filter { ($0["host"] as? String) == "hole.test" }
         #expect(lines.count == 2, "\(lines)")
         #expect(lines.filter { $0["status"] as? Int == 499 }.count == 1, "the abandoned CONNECT is one line: \(lines)")

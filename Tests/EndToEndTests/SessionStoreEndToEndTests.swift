@@ -5,7 +5,7 @@ import Testing
 /// Spotify sessions shared across replicas through PostgreSQL (docs/contract.md §12):
 /// three real `pinproxy run` processes, one real PostgreSQL 15 started here,
 /// one mock accounts service that rotates the refresh token on every refresh.
-@Suite("Session store end to end", .serialized, .enabled(if: PostgresServer.unavailableReason == nil))
+@Suite("Session store end to end", .blockingWaits, .serialized, .enabled(if: PostgresServer.unavailableReason == nil))
 struct SessionStoreEndToEndTests {
     /// Several expiries, requests round-robin through three replicas started
     /// at once: every request carries a valid token, accounts sees one call per
@@ -17,7 +17,7 @@ struct SessionStoreEndToEndTests {
         }
         // Each replica reaches the store; exactly one created the table.
         for replica in cluster.replicas {
-            #expect(pollUntil(timeout: 30) { replica.log.contains("session store reachable") }, "\(replica.log)")
+            #expect(await pollUntil(timeout: 30) { replica.log.contains("session store reachable") }, "\(replica.log)")
         }
         let created = cluster.replicas.map { $0.log.components(separatedBy: "created the session store table").count - 1 }
         #expect(created.reduce(0, +) == 1, "table creations per replica: \(created)")
@@ -114,12 +114,12 @@ struct SessionStoreEndToEndTests {
         // Cached tokens keep serving (the token is at most a few seconds old).
         #expect(try cluster.get(0).status == 200)
         #expect(try cluster.get(1).status == 200)
-        #expect(pollUntil(timeout: 20, every: 0.2) { (try? cluster.storeUp(0)) == 0 }, "pinproxy_store_up drops to 0")
+        #expect(await pollUntil(timeout: 20, every: 0.2) { (try? cluster.storeUp(0)) == 0 }, "pinproxy_store_up drops to 0")
         let readyz = try cluster.admin(0, "/readyz")
         #expect(readyz.body.contains("session store"), "\(readyz.body)")
 
         // Once the user token expires: 503 token_unavailable, and no refresh_token call.
-        let refused = pollFor(timeout: 30, every: 0.3) { () -> CurlResult? in
+        let refused = await pollFor(timeout: 30, every: 0.3) { () -> CurlResult? in
             guard let result = try? cluster.get(0), result.status == 503 else { return nil }
             return result
         }
@@ -131,8 +131,8 @@ struct SessionStoreEndToEndTests {
 
         try postgres.start()
         for index in 0..<2 {
-            #expect(pollUntil(timeout: 30, every: 0.3) { (try? cluster.get(index).status) == 200 }, "replica \(index) recovers")
-            #expect(pollUntil(timeout: 20, every: 0.2) { (try? cluster.storeUp(index)) == 1 }, "store_up back to 1")
+            #expect(await pollUntil(timeout: 30, every: 0.3) { (try? cluster.get(index).status) == 200 }, "replica \(index) recovers")
+            #expect(await pollUntil(timeout: 20, every: 0.2) { (try? cluster.storeUp(index)) == 1 }, "store_up back to 1")
         }
         #expect(cluster.accounts.counters.supersededRefreshTokens == 0)
         #expect(try cluster.storedGeneration("user") == cluster.calls("refresh_token"))
@@ -163,7 +163,7 @@ struct SessionStoreEndToEndTests {
         #expect(login.outputText.contains("Stored the refresh token of session user in the session store."), "\(login.outputText)")
 
         for index in 0..<2 {
-            #expect(pollUntil(timeout: 30, every: 0.3) { (try? cluster.get(index).status) == 200 }, "replica \(index) serves after the login")
+            #expect(await pollUntil(timeout: 30, every: 0.3) { (try? cluster.get(index).status) == 200 }, "replica \(index) serves after the login")
         }
         #expect(cluster.calls("refresh_token") == 1, "one refresh for both replicas")
         let dump = try #require(try cluster.postgres?.dump())

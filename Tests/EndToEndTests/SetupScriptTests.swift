@@ -4,7 +4,7 @@ import Testing
 
 /// The README's setup is one script, the same one `.ci/run` runs, and it
 /// covers every command the tests spawn.
-@Suite("Setup script")
+@Suite("Setup script", .blockingWaits)
 struct SetupScriptTests {
     @Test func installDepsCoversWhatTheTestsSpawnAndCIAndTheREADMEUseIt() throws {
         let script = try Repository.text("scripts/install-deps")

@@ -5,7 +5,7 @@ import Testing
 /// Spotify sessions through the real binary: the legacy app (curl) holds no
 /// secret; pinproxy fetches, caches, refreshes and attaches tokens, and its own
 /// token request obeys the accounts host's pinned policy.
-@Suite("Spotify tokens end to end", .serialized)
+@Suite("Spotify tokens end to end", .blockingWaits, .serialized)
 struct SpotifyEndToEndTests {
     final class Stack: @unchecked Sendable {
         let dir: TemporaryDirectory
@@ -121,7 +121,7 @@ struct SpotifyEndToEndTests {
         #expect(try stack.get().status == 200)
         let first = stack.api.authorizationHeaders.last!
         // The token lives 3 s in the real binary: requests until one carries a new one.
-        let replaced = try pollUntil(timeout: 30, every: 0.5) {
+        let replaced = try await pollUntil(timeout: 30, every: 0.5) {
             try stack.get().status == 200 && stack.api.authorizationHeaders.last! != first
         }
         #expect(replaced, "a request carries a new token once the first expires")
@@ -172,7 +172,7 @@ struct SpotifyEndToEndTests {
         let rotating = try await Stack(flow: "refresh_token") { $0.update { $0.rotateRefreshTokens = true } }
         #expect(try rotating.get().status == 200)
         let issued = try #require(rotating.accounts.counters.lastIssuedRefreshToken)
-        #expect(pollUntil { TextFile.read(rotating.refreshTokenFile) == issued + "\n" })
+        #expect(await pollUntil { TextFile.read(rotating.refreshTokenFile) == issued + "\n" })
         var info = stat()
         stat(rotating.refreshTokenFile, &info)
         #expect(info.st_mode & 0o777 == 0o600)

@@ -5,7 +5,7 @@ import Testing
 /// `pinproxy spotify login` against the accounts mock, the browser played by
 /// curl following the authorize redirect; then a `run` with the same config
 /// serves tokens from the stored refresh token.
-@Suite("spotify login end to end", .serialized)
+@Suite("spotify login end to end", .blockingWaits, .serialized)
 struct SpotifyLoginTests {
     final class Setup: @unchecked Sendable {
         let dir: TemporaryDirectory

@@ -25,7 +25,7 @@ enum Chromium {
 /// The status page (docs/contract.md §13) as a real browser renders it: every
 /// policy, one timeline bar per pin, the warning for the host about to lose
 /// its backup pin, no secret, nothing fetched from anywhere but the page.
-@Suite("Status page in a browser", .enabled(if: Chromium.path != nil, Chromium.missingMessage))
+@Suite("Status page in a browser", .blockingWaits, .enabled(if: Chromium.path != nil, Chromium.missingMessage))
 struct StatusPageBrowserTests {
     static let secret = "client-secret-Zq8XvL2-never-shown"
 
@@ -89,7 +89,7 @@ struct StatusPageBrowserTests {
         // An enforced mismatch: the page must lead with it, in red.
         let refused = try Curl.run("https://refused.test/", proxy: proxy, directory: dir)
         #expect(refused.pinproxyError == "pin_mismatch", "\(refused.status)")
-        #expect(try pollUntil(timeout: 15, every: 0.2) {
+        #expect(try await pollUntil(timeout: 15, every: 0.2) {
             try Curl.run("\(admin)/policies", proxyURL: nil, caFile: nil, directory: dir).body.contains("\"success\":true")
         }, "api.test was probed")
 

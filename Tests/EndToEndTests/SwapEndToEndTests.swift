@@ -5,7 +5,7 @@ import Testing
 /// The token swap backend through the real binary: an app (curl) swaps a code
 /// and refreshes with the encrypted refresh token; accounts is reached through
 /// the accounts host's pinned policy.
-@Suite("Token swap end to end", .serialized)
+@Suite("Token swap end to end", .blockingWaits, .serialized)
 struct SwapEndToEndTests {
     static let redirectURI = "my-app://spotify-login-callback"
 

@@ -7,7 +7,7 @@ import Testing
 
 /// examples/systemd/pinproxy.service and the readiness protocol behind its
 /// `Type=notify` (docs/contract.md §13).
-@Suite("systemd")
+@Suite("systemd", .blockingWaits)
 struct SystemdTests {
     static let analyze: String? = ["/usr/bin/systemd-analyze", "/bin/systemd-analyze"].first { FileManager.default.isExecutableFile(atPath: $0) }
 

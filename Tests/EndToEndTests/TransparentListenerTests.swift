@@ -7,7 +7,7 @@ import Testing
 /// it runs in a network namespace the test creates (`unshare -n`, loopback
 /// only), driven by Scripts/transparent_netns.sh; skipped, saying why, where
 /// namespaces or nftables are unavailable.
-@Suite("Transparent listener", .serialized)
+@Suite("Transparent listener", .blockingWaits, .serialized)
 struct TransparentListenerTests {
     static let scripts = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Scripts").path
 

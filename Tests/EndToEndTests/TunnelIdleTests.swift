@@ -6,7 +6,7 @@ import Testing
 /// `limits.idle_timeout` is closed on both sides, logged and counted
 /// (docs/contract.md §10, §6 `idle_closes_total`): an app cannot hold a
 /// client and an upstream descriptor for ever.
-@Suite("tunnel idle timeout")
+@Suite("tunnel idle timeout", .blockingWaits)
 struct TunnelIdleTests {
     @Test func anIdleTunnelIsClosedLoggedAndCounted() throws {
         let dir = try TemporaryDirectory("pinproxy-tunnel-idle")

@@ -8,7 +8,7 @@ import Testing
 /// short upstream reaches the app cut short — never completed, never padded,
 /// the connection never used again — is logged once, counted, and the next
 /// request is served.
-@Suite("Upstream faults end to end", .serialized)
+@Suite("Upstream faults end to end", .blockingWaits, .serialized)
 struct UpstreamFaultTests {
     final class Setup: @unchecked Sendable {
         let dir: TemporaryDirectory

@@ -5,7 +5,7 @@ import Testing
 /// An idle pooled upstream connection keeps reading: when the server closes
 /// it (its keep-alive timeout), pinproxy sees that at once, with no client
 /// request to find out, forgets the connection, and the next request dials anew.
-@Suite("Idle pooled upstream connections", .serialized)
+@Suite("Idle pooled upstream connections", .blockingWaits, .serialized)
 struct UpstreamIdleTests {
     final class Setup: @unchecked Sendable {
         let scenario: Scenario
@@ -38,7 +38,7 @@ struct UpstreamIdleTests {
         #expect(first.status == 200, "\(first.stderr)")
         #expect(first.body.contains("\"uri\": \"/echo\""), "\(first.body)")
         // The gauge counts the pooled connection (upstream_connections is pooled or in use).
-        #expect(try pollUntil(timeout: 10) { try s.upstreamConnections(name) == 1 }, "one pooled connection")
+        #expect(try await pollUntil(timeout: 10) { try s.upstreamConnections(name) == 1 }, "one pooled connection")
         #expect(s.upstream.connections.withLockedValue { $0 } == 1)
         #expect(s.upstream.openConnections == 1)
         return s
@@ -50,7 +50,7 @@ struct UpstreamIdleTests {
         #expect(try s.upstream.closeConnections(.full) == 1)
 
         // No client request from here until the gauge is back to 0.
-        let seen = try pollUntil(timeout: 10, every: 0.1) { try s.upstreamConnections("idle-close.test") == 0 }
+        let seen = try await pollUntil(timeout: 10, every: 0.1) { try s.upstreamConnections("idle-close.test") == 0 }
         #expect(seen, "pinproxy_upstream_connections stayed at \(String(describing: try? s.upstreamConnections("idle-close.test")))")
         #expect(s.upstream.requests.withLockedValue { $0.count } == requestsBefore, "nothing reached the upstream meanwhile")
 
@@ -59,7 +59,7 @@ struct UpstreamIdleTests {
         #expect(next.status == 200, "\(next.stderr)")
         #expect(next.pinproxyError == nil)
         #expect(s.upstream.connections.withLockedValue { $0 } == 2, "a second connection was dialled")
-        #expect(try pollUntil(timeout: 10) { try s.upstreamConnections("idle-close.test") == 1 })
+        #expect(try await pollUntil(timeout: 10) { try s.upstreamConnections("idle-close.test") == 1 })
     }
 
     @Test func aCloseNotifyAloneOnAnIdlePooledConnectionIsSeenWithoutAnotherRequest() async throws {
@@ -69,10 +69,10 @@ struct UpstreamIdleTests {
         let s = try await primed("idle-notify.test")
         #expect(try s.upstream.closeConnections(.closeNotifyOnly) == 1)
 
-        let seen = try pollUntil(timeout: 10, every: 0.1) { try s.upstreamConnections("idle-notify.test") == 0 }
+        let seen = try await pollUntil(timeout: 10, every: 0.1) { try s.upstreamConnections("idle-notify.test") == 0 }
         #expect(seen, "pinproxy_upstream_connections stayed at \(String(describing: try? s.upstreamConnections("idle-notify.test")))")
         // pinproxy, not the upstream, ended the TCP connection.
-        #expect(pollUntil(timeout: 10) { s.upstream.openConnections == 0 }, "pinproxy never closed the connection")
+        #expect(await pollUntil(timeout: 10) { s.upstream.openConnections == 0 }, "pinproxy never closed the connection")
 
         let next = try s.get("https://idle-notify.test/echo")
         #expect(next.status == 200, "\(next.stderr)")
@@ -86,8 +86,8 @@ struct UpstreamIdleTests {
     /// later request found it stale, holding a socket on both sides.
     @Test func aPooledConnectionIdleForIdleTimeoutIsClosedWithoutAnotherRequest() async throws {
         let s = try await primed("idle-timer.test", limits: "limits:\n  idle_timeout: 1s\n")
-        #expect(try pollUntil(timeout: 20) { s.upstream.openConnections == 0 }, "the server still holds the pooled connection")
-        #expect(try pollUntil(timeout: 10) { try s.upstreamConnections("idle-timer.test") == 0 })
+        #expect(try await pollUntil(timeout: 20) { s.upstream.openConnections == 0 }, "the server still holds the pooled connection")
+        #expect(try await pollUntil(timeout: 10) { try s.upstreamConnections("idle-timer.test") == 0 })
         let next = try s.get("https://idle-timer.test/echo")
         #expect(next.status == 200, "\(next.stderr)")
         #expect(s.upstream.connections.withLockedValue { $0 } == 2, "the next request dialled anew")

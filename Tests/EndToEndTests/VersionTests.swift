@@ -2,7 +2,7 @@ import Foundation
 import PinproxyTestSupport
 import Testing
 
-@Suite("pinproxy --version")
+@Suite("pinproxy --version", .blockingWaits)
 struct VersionTests {
     /// The release, the commit (unknown in a test build, which sets no
     /// PINPROXY_COMMIT, and saying why), and the OpenSSL library in use.

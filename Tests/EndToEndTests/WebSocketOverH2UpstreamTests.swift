@@ -7,7 +7,7 @@ import Testing
 /// only `http/1.1` and never put it on a pooled h2 connection's stream. nginx
 /// (`http2`, with a WebSocket location in front of Python's `websockets`) is
 /// the upstream; `websocket-client` is the app.
-@Suite("WebSocket to an upstream that offers h2", .serialized)
+@Suite("WebSocket to an upstream that offers h2", .blockingWaits, .serialized)
 struct WebSocketOverH2UpstreamTests {
     @Test func theUpgradeGoesOverHTTP1WhileOtherRequestsUseH2() async throws {
         let dir = try TemporaryDirectory("pinproxy-ws-h2")

@@ -7,7 +7,7 @@ import Testing
 /// leaf's SPKI), and `websocket-client` as the app, using pinproxy as its
 /// HTTPS proxy (CONNECT, then pinproxy's minted certificate). The absolute-form
 /// `ws://` case is a raw socket speaking RFC 6455 frames by hand.
-@Suite("WebSocket through the proxy", .serialized)
+@Suite("WebSocket through the proxy", .blockingWaits, .serialized)
 struct WebSocketTests {
     static let serverScript = #"""
         import asyncio, json, ssl, sys
@@ -183,7 +183,7 @@ struct WebSocketTests {
         }
     }
 
-    static let setup = Task { try await Setup() }
+    static let setup = Task.blockingSetup { try await Setup() }
 
     @Test func orderedMessagesAndAMebibyteAreEchoedIntact() async throws {
         let s = try await Self.setup.value
@@ -193,7 +193,7 @@ struct WebSocketTests {
         #expect(out["binary_length"] as? Int == 1_048_576)
         #expect(out["binary_echoed"] as? String == out["binary_sent"] as? String)
         // One access line for the upgrade, status 101, written when the splice ends, with the spliced bytes.
-        let lines = try #require(pollFor(timeout: 10) { () -> [[String: Any]]? in
+        let lines = try #require(await pollFor(timeout: 10) { () -> [[String: Any]]? in
             let lines = s.lines(path: "/echo")
             return lines.count > before ? lines : nil
         })
@@ -228,7 +228,7 @@ struct WebSocketTests {
         let out = try s.run("refused", host: "denied.ws.test")
         #expect(out["status"] as? Int == 403, "\(out)")
         #expect(out["error"] as? String == "upgrade_denied", "\(out)")
-        let line = try #require(pollFor(timeout: 10) { s.lines(path: "/echo", host: "denied.ws.test").last })
+        let line = try #require(await pollFor(timeout: 10) { s.lines(path: "/echo", host: "denied.ws.test").last })
         #expect(line["error"] as? String == "upgrade_denied")
     }
 
@@ -254,7 +254,7 @@ struct WebSocketTests {
         // RFC 6455 §1.3: the accept for the key "dGhlIHNhbXBsZSBub25jZQ==".
         #expect(out["accept"] as? [String] == ["s3pPLMBiTxaQ9kYGzzhZRbK+xOo="], "\(out)")
         #expect(out["echo"] as? String == "over ws:// absolute-form", "\(out)")
-        let line = try #require(pollFor(timeout: 10) { s.lines(path: "/echo").first { ($0["mode"] as? String) == "forward" } })
+        let line = try #require(await pollFor(timeout: 10) { s.lines(path: "/echo").first { ($0["mode"] as? String) == "forward" } })
         #expect(line["status"] as? Int == 101, "\(line)")
     }
 }

@@ -21,9 +21,7 @@ struct AdminConnectionLimitTests {
     }
 
     func blocking<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { continuation in
-            Thread { continuation.resume(returning: body()) }.start()
-        }
+        await onOwnThread(body)
     }
 
     func store() throws -> PolicyStore {

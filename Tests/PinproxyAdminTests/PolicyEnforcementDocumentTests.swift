@@ -7,6 +7,7 @@ import Testing
 /// `GET /policies` shows what each policy enforces right now: an operator
 /// sees that a host is report-only, inside its transition window, out of
 /// pins or unpinned, and the TLS and routing it uses, without the YAML.
+@Suite(.blockingWaits)
 struct PolicyEnforcementDocumentTests {
     static let policies = """
         hosts:

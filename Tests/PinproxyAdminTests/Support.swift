@@ -89,9 +89,7 @@ struct AdminClient: Sendable {
 
     func request(_ method: String, _ path: String) async throws -> AdminResponse {
         let base = self.base
-        return try await withCheckedThrowingContinuation { continuation in
-            Thread { continuation.resume(with: Result { try Self.exchange(base, method, path) }) }.start()
-        }
+        return try await onOwnThread { try Self.exchange(base, method, path) }
     }
 
     private static func exchange(_ base: String, _ method: String, _ path: String) throws -> AdminResponse {

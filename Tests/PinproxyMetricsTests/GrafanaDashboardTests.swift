@@ -5,6 +5,7 @@ import Testing
 
 /// examples/grafana/pinproxy.json (docs/contract.md §13): every query parses in
 /// Prometheus's own tool, and names only metrics pinproxy exports.
+@Suite(.blockingWaits)
 struct GrafanaDashboardTests {
     /// Every `expr` of every panel (rows' panels included), with Grafana's
     /// variables replaced by what they stand for, so promtool sees PromQL.

@@ -4,7 +4,7 @@ import PinproxyTestSupport
 import Testing
 
 /// The exposition and the shipped alert rules, as Prometheus's own tool sees them.
-@Suite(.enabled(if: Promtool.path != nil, Promtool.missingMessage))
+@Suite(.blockingWaits, .enabled(if: Promtool.path != nil, Promtool.missingMessage))
 struct PromtoolTests {
     @Test func expositionPassesPromtoolCheckMetrics() throws {
         let fixture = try MetricsFixture()

@@ -7,6 +7,7 @@ import Testing
 /// Loading the system trust store costs tens of milliseconds and most of a
 /// megabyte; a policy set of thousands of hosts must load it once, not once
 /// per host. Contexts that trust the same roots share one store.
+@Suite(.blockingWaits)
 struct TrustStoreSharingTests {
     @Test func policiesWithTheSameTrustRootsShareOneStore() throws {
         let dir = try TemporaryDirectory("pinproxy-trust")

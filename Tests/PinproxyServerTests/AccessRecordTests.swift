@@ -8,7 +8,7 @@ import Testing
 /// The access log's hand-rendered JSON line (`AccessRecord.render`) against the
 /// same record logged through swift-log and `JSONLogHandler`: same keys, same
 /// values, same types, the query string never logged.
-@Suite("Access record rendering")
+@Suite("Access record rendering", .blockingWaits)
 struct AccessRecordTests {
     static let label = "pinproxy.access"
 

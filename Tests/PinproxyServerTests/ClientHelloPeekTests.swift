@@ -1,24 +1,23 @@
 import Foundation
+import PinproxyTestSupport
 import Testing
 
 @testable import PinproxyServer
 
 /// `ClientHelloPeek` on ClientHellos written by a real TLS client (`openssl
 /// s_client`, captured by a listening socket), whole and cut into pieces.
+@Suite(.blockingWaits)
 struct ClientHelloPeekTests {
     /// The first bytes `openssl s_client` sends, with `-servername NAME` or `-noservername`.
     static func capturedHello(serverName: String?) throws -> [UInt8] {
         let server = try CaptureSocket()
         defer { server.close() }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["openssl", "s_client", "-connect", "127.0.0.1:\(server.port)"]
-            + (serverName.map { ["-servername", $0] } ?? ["-noservername"])
-        process.standardInput = Pipe()
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        defer { process.terminate(); process.waitUntilExit() }
+        // The handshake stalls (nothing answers), so s_client never reads its
+        // empty standard input; stopped (SIGTERM, reaped) by its own PID.
+        let client = try ChildProcess("openssl", ["s_client", "-connect", "127.0.0.1:\(server.port)"]
+            + (serverName.map { ["-servername", $0] } ?? ["-noservername"]),
+            outputPath: "/dev/null", errorPath: nil, inputPath: nil)
+        defer { client.stop() }
         return try server.readFirstBytes(atLeast: 5)
     }
 

@@ -22,7 +22,7 @@ enum TestWriters {
 /// The batched log writer: what is appended before `flush()` is on disk after
 /// it, whole, once, and in each appender's order; a full buffer makes appenders
 /// wait, never drop.
-@Suite("LogLineWriter")
+@Suite("LogLineWriter", .blockingWaits)
 struct LogLineWriterTests {
     /// A temp file open for writing, and a writer on its descriptor.
     final class Target {

@@ -9,7 +9,7 @@ import Testing
 @testable import PinproxySessionStore
 
 /// `PostgresSessionStore` against a real PostgreSQL 15 started here (docs/contract.md §12).
-@Suite("PostgreSQL session store", .serialized, .enabled(if: PostgresServer.unavailableReason == nil))
+@Suite("PostgreSQL session store", .blockingWaits, .serialized, .enabled(if: PostgresServer.unavailableReason == nil))
 struct PostgresSessionStoreTests {
     static let key = Secret(Base64.encode((0..<32).map { _ in UInt8.random(in: 0...255) }))
 
@@ -47,7 +47,7 @@ struct PostgresSessionStoreTests {
         let tasks = stores.map { store in Task { try await store.run() } }
         defer { tasks.forEach { $0.cancel() } }
         for store in stores {
-            let up = await pollUntilAsync { store.isUp }
+            let up = await pollUntil { store.isUp }
             #expect(up, "store reached PostgreSQL: \(logs.all)")
         }
         return try await body(stores)

@@ -6,7 +6,7 @@ import Testing
 @testable import PinproxySpotify
 
 /// curl against the mocks: the shapes the proxy's end-to-end tests rely on.
-@Suite("MockAccounts and MockWebAPI answer curl like Spotify")
+@Suite("MockAccounts and MockWebAPI answer curl like Spotify", .blockingWaits)
 struct MockServersTests {
     struct Curl {
         let root: String

@@ -32,7 +32,7 @@ struct SecrecyTests {
         // ahead and a loaded machine may let it run far before the retries finish.
         clock.advance(by: 301)
         _ = try await tokens.token(timeout: .seconds(20))
-        #expect(await pollUntilAsync(timeout: 30) {
+        #expect(await pollUntil(timeout: 30) {
             clock.advance(by: 0.05)  // through the backoff without waiting it out
             return tokens.state.withLockedValue { $0.cached?.generation } == 2
         })

@@ -88,7 +88,7 @@ struct SharedStoreSessionTests {
         for round in 2...4 {
             clock.advance(by: 3400)  // past the soft deadline (refresh_before 5m), still valid
             _ = try await Self.tokens(sessions, each: 3)
-            #expect(try await pollUntilAsync { Set(try await Self.tokens(sessions, each: 1)) == ["access-\(round)"] })
+            #expect(try await pollUntil { Set(try await Self.tokens(sessions, each: 1)) == ["access-\(round)"] })
             #expect(endpoint.callCount == round, "one call per expiry for all three replicas")
         }
         // Each call presented the refresh token the previous one rotated in: none superseded.
@@ -142,7 +142,7 @@ struct SharedStoreSessionTests {
         #expect(store.rows.withLockedValue { $0["app"]?.generation } == 1, "nothing written while the store was down")
 
         store.down.withLockedValue { $0 = false }
-        #expect(try await pollUntilAsync { (try? await user.token(timeout: .seconds(1)).reveal()) == "access-3" })
+        #expect(try await pollUntil { (try? await user.token(timeout: .seconds(1)).reveal()) == "access-3" })
         #expect(endpoint.calls.last?.field("refresh_token") == "refresh-1")
     }
     @Test func aGrantTheStoreFailedToCommitIsWrittenAtTheNextRefresh() async throws {
@@ -156,13 +156,13 @@ struct SharedStoreSessionTests {
         store.failNextCommit.withLockedValue { $0 = true }
         clock.advance(by: 3400)
         _ = try await user.token(timeout: .seconds(20))
-        #expect(try await pollUntilAsync { (try await user.token(timeout: .seconds(20))).reveal() == "access-2" },
+        #expect(try await pollUntil { (try await user.token(timeout: .seconds(20))).reveal() == "access-2" },
                 "the uncommitted grant serves on this replica")
         #expect(store.rows.withLockedValue { $0["app"]?.generation } == 1)
 
         clock.advance(by: 3400)
         _ = try await user.token(timeout: .seconds(20))
-        #expect(try await pollUntilAsync { (try await user.token(timeout: .seconds(20))).reveal() == "access-3" })
+        #expect(try await pollUntil { (try await user.token(timeout: .seconds(20))).reveal() == "access-3" })
         // refresh-2 came with the uncommitted grant; sending refresh-1 again would be a superseded token.
         #expect(endpoint.calls.map { $0.field("refresh_token") } == ["seed-refresh", "refresh-1", "refresh-2"])
         #expect(store.rows.withLockedValue { $0["app"]?.refreshToken } == Secret("refresh-3"))

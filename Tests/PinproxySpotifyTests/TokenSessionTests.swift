@@ -79,11 +79,11 @@ struct TokenSessionTests {
             let served = try await tokens.token(timeout: .seconds(30))
             #expect(served.generation == 1)
         }
-        #expect(await pollUntilAsync { endpoint.callCount == 2 })
+        #expect(await pollUntil { endpoint.callCount == 2 })
         #expect(endpoint.callCount == 2)
         #expect(endpoint.maxConcurrentCalls == 1)
         endpoint.release()
-        #expect(await pollUntilAsync { tokens.state.withLockedValue { $0.cached?.generation } == 2 })
+        #expect(await pollUntil { tokens.state.withLockedValue { $0.cached?.generation } == 2 })
         clock.advance(by: 300)  // past the first token's expiry
         let after = try await tokens.token(timeout: .seconds(20))
         #expect(after.generation == 2)
@@ -97,7 +97,7 @@ struct TokenSessionTests {
         clock.advance(by: 3400)  // past the soft deadline (3600 s lifetime, 5 m ahead)
         endpoint.script(.status(429, json: "{}", headers: [("Retry-After", "2")]))
         #expect(try await tokens.token(timeout: .seconds(20)).generation == 1)
-        #expect(await pollUntilAsync { recorder.results.count == 2 })
+        #expect(await pollUntil { recorder.results.count == 2 })
         #expect(recorder.results == [.success, .rateLimited])
         // The cached token serves while the retry waits. The test clock runs in
         // real time too, so on a loaded machine the retry may already have come:
@@ -107,10 +107,10 @@ struct TokenSessionTests {
             #expect(generation == 1 || endpoint.callCount >= 3, "a new token only after the retry")
         }
         clock.advance(by: 2)  // past Retry-After, which is longer than any first jittered backoff (≤ 1 s)
-        #expect(await pollUntilAsync { endpoint.callCount == 3 })
+        #expect(await pollUntil { endpoint.callCount == 3 })
         let calls = endpoint.calls
         #expect(calls[2].at.timeIntervalSince(calls[1].at) >= 2)
-        #expect(await pollUntilAsync { tokens.state.withLockedValue { $0.cached?.generation } == 2 })
+        #expect(await pollUntil { tokens.state.withLockedValue { $0.cached?.generation } == 2 })
     }
 
     @Test func failedRefreshBacksOffAndRetriesWhileTheCachedTokenServes() async throws {
@@ -121,7 +121,7 @@ struct TokenSessionTests {
         endpoint.script(.status(500, json: "{}"), .unreachable)
         #expect(try await tokens.token(timeout: .seconds(20)).generation == 1)
         // Each retry only after its jittered backoff (≤ 1 s, then ≤ 2 s of the clock).
-        #expect(await pollUntilAsync(timeout: 30) { recorder.results.count == 4 })
+        #expect(await pollUntil(timeout: 30) { recorder.results.count == 4 })
         #expect(recorder.results == [.success, .failure, .failure, .success])
         #expect(endpoint.callCount == 4)
         #expect(try await tokens.token(timeout: .seconds(20)).generation == 2)
@@ -295,10 +295,10 @@ struct TokenSessionTests {
         let tokens = TokenSession(config: session(), endpoint: endpoint, clock: clock.function, events: recorder.hooks,
                                   logger: logs.logger, endpointTimeout: .seconds(45))
         let waiting = Task { try await tokens.token(timeout: .seconds(60)) }
-        #expect(await pollUntilAsync { endpoint.callCount == 1 })
+        #expect(await pollUntil { endpoint.callCount == 1 })
         #expect(recorder.results.isEmpty)
         clock.advance(by: 46)
-        #expect(await pollUntilAsync { recorder.results == [.failure] })
+        #expect(await pollUntil { recorder.results == [.failure] })
         #expect(logs.all.contains { $0.contains("did not answer within 45s") })
         endpoint.release()
         #expect(try await waiting.value.generation == 1)
@@ -311,7 +311,7 @@ struct TokenSessionTests {
         let tokens = make(endpoint: endpoint)
         let cancelled = Task { try await tokens.token(timeout: .seconds(30)) }
         let patient = Task { try await tokens.token(timeout: .seconds(30)) }
-        #expect(await pollUntilAsync { endpoint.callCount == 1 })
+        #expect(await pollUntil { endpoint.callCount == 1 })
         cancelled.cancel()
         await #expect(throws: CancellationError.self) { try await cancelled.value }
         endpoint.release()

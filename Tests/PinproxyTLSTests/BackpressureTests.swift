@@ -104,7 +104,7 @@ final class SlowVerifyingReader: ChannelInboundHandler {
     }
 }
 
-@Suite("Backpressure through a TLS handler pair")
+@Suite("Backpressure through a TLS handler pair", .blockingWaits)
 struct BackpressureTests {
     @Test func sixtyFourMiBArriveByteExactWhileTheWritersBufferStaysBounded() async throws {
         let dir = try TemporaryDirectory()

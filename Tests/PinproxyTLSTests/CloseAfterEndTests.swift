@@ -4,7 +4,7 @@ import PinproxyTestSupport
 import PinproxyTLS
 import Testing
 
-@Suite("TLS handler close after the connection ended")
+@Suite("TLS handler close after the connection ended", .blockingWaits)
 struct CloseAfterEndTests {
     /// Once TLS has seen the connection end, a close still reaches the
     /// channel, which answers it: the handler never swallows it. (It failed

@@ -30,7 +30,7 @@ final class AnswerOnInputClosed: ChannelInboundHandler, @unchecked Sendable {
     }
 }
 
-@Suite("TLS half-closure on real sockets")
+@Suite("TLS half-closure on real sockets", .blockingWaits)
 struct HalfClosureTests {
     @Test func theServerKeepsWritingAfterTheClientsCloseNotify() async throws {
         let dir = try TemporaryDirectory()

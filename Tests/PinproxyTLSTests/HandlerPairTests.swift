@@ -5,7 +5,7 @@ import PinproxyTLS
 import Testing
 
 /// Two EmbeddedChannels talking back to back: protocol logic without sockets or timing.
-@Suite("TLS handler pair in memory")
+@Suite("TLS handler pair in memory", .blockingWaits)
 struct HandlerPairTests {
     struct Pair {
         let client: EmbeddedChannel

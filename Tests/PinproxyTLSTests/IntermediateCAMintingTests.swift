@@ -6,7 +6,7 @@ import Testing
 /// An interception CA that is an intermediate (docs/contract.md §3
 /// "Interception certificates"): its leaves go out with the intermediate and
 /// never the root, and OpenSSL's own `verify` accepts them against the root alone.
-@Suite("Minting under an intermediate CA")
+@Suite("Minting under an intermediate CA", .blockingWaits)
 struct IntermediateCAMintingTests {
     @Test func leavesAreServedWithTheIntermediateAndVerifyAgainstTheRootAlone() throws {
         let dir = try TemporaryDirectory()

@@ -3,7 +3,7 @@ import PinproxyTestSupport
 import PinproxyTLS
 import Testing
 
-@Suite("SPKI pins, certificate hashes, and the CA's files")
+@Suite("SPKI pins, certificate hashes, and the CA's files", .blockingWaits)
 struct PinAndCATests {
     @Test(arguments: TestPKI.KeyType.allCases)
     func spkiPinsMatchTheOpenSSLRecipe(keyType: TestPKI.KeyType) throws {
@@ -70,7 +70,7 @@ struct PinAndCATests {
 
 /// What a stopped first start used to leave: the key written, the
 /// certificate not, and every later start refused.
-@Suite("A CA creation that fails half way leaves nothing behind")
+@Suite("A CA creation that fails half way leaves nothing behind", .blockingWaits)
 struct CACreationFailureTests {
     @Test func aCertificateThatCannotBeWrittenLeavesNoKeyBehind() throws {
         let dir = try TemporaryDirectory()

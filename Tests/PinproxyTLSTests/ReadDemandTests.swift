@@ -27,7 +27,7 @@ final class ReadAgainWhileReading: ChannelInboundHandler {
     }
 }
 
-@Suite("TLS handler read demand")
+@Suite("TLS handler read demand", .blockingWaits)
 struct ReadDemandTests {
     /// An app that asked for more while reading one record must get it even
     /// when the next bytes from the socket are only part of a record: the

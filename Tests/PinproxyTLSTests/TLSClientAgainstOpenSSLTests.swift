@@ -5,7 +5,7 @@ import PinproxyTLS
 import Testing
 
 /// Our client handler against a real `openssl s_server`.
-@Suite("TLS client handler against openssl s_server")
+@Suite("TLS client handler against openssl s_server", .blockingWaits)
 struct TLSClientAgainstOpenSSLTests {
     static let matrix: [(TestPKI.KeyType, TLSVersion)] = [(.ecdsa, .v1_2), (.ecdsa, .v1_3), (.rsa, .v1_2), (.rsa, .v1_3)]
 

@@ -6,7 +6,7 @@ import Testing
 
 /// Our server handler against real clients (openssl s_client, curl) and our
 /// own client handler, with certificates minted per SNI by the interception CA.
-@Suite("TLS server handler and SNI minting")
+@Suite("TLS server handler and SNI minting", .blockingWaits)
 struct TLSServerTests {
     /// Serves leaves minted by `ca` for whatever SNI the client sends.
     static func mintingSelector(_ ca: CertificateAuthority, fallback: String = "localhost") -> TLSCertificateSelector {

@@ -48,14 +48,8 @@ public final class SmallTmpfs: @unchecked Sendable {
 
     @discardableResult
     static func run(_ command: [String]) -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = command
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        do { try process.run() } catch { return -1 }
-        process.waitUntilExit()
-        return process.terminationStatus
+        // Spawned and reaped like every child of the suite (ChildProcess).
+        (try? ChildProcess.run(command[0], Array(command.dropFirst())))?.status ?? -1
     }
 }
 
