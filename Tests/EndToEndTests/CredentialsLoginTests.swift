@@ -7,7 +7,7 @@ import Testing
 /// approved at once), the browser played by curl following the redirect to
 /// the login's loopback listener; then a `run` with the same config serves
 /// tokens refreshed from the stored refresh token.
-@Suite("credentials login end to end", .serialized)
+@Suite("credentials login end to end", .blockingWaits, .serialized)
 struct CredentialsLoginTests {
     final class Setup: @unchecked Sendable {
         let dir: TemporaryDirectory

@@ -189,7 +189,7 @@ struct LimitsTests {
         proxy.process.signal(SIGTERM)
         // Refused while curl still waits for its response: the drain is still
         // on, so it was the drain that closed the listener, not the exit.
-        let refused = pollUntil(timeout: 30, every: 0.02) { (try? RawClient(port: transparent)) == nil }
+        let refused = await pollUntil(timeout: 30, every: 0.02) { (try? RawClient(port: transparent)) == nil }
         #expect(refused && curl.isRunning, "the transparent listener is closed during the drain, not only at exit")
         #expect((try? RawClient(port: proxy.port)) == nil, "the proxy listener is closed too")
         #expect(curl.waitForExit(timeout: 30) == 0, "the response in flight still finishes: \(curl.outputText)")

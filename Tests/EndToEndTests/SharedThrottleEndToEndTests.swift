@@ -5,7 +5,7 @@ import Testing
 /// An upstream's 429 window shared across replicas through the session
 /// store (docs/contract.md §4 `upstream_throttled`, §12): two real replicas,
 /// the real PostgreSQL, the mock Web API answering 429 `Retry-After: 30` once.
-@Suite("Upstream 429 windows shared across replicas", .serialized, .enabled(if: PostgresServer.unavailableReason == nil))
+@Suite("Upstream 429 windows shared across replicas", .blockingWaits, .serialized, .enabled(if: PostgresServer.unavailableReason == nil))
 struct SharedThrottleEndToEndTests {
     static let heard = "through another replica"
 

@@ -5,7 +5,7 @@ import Testing
 /// `auth.throttle_queue` (docs/contract.md §4 `upstream_throttled`) through
 /// the real binary against Authlib's API: while the upstream's 429 window is
 /// open, two requests wait and are sent once it passed; the third is refused.
-@Suite("throttle_queue end to end", .serialized)
+@Suite("throttle_queue end to end", .blockingWaits, .serialized)
 struct ThrottleQueueEndToEndTests {
     @Test func twoRequestsWaitOutTheWindowAndTheThirdIsRefused() throws {
         let stack = try CredentialsEndToEndTests.Stack()
