@@ -55,6 +55,22 @@ struct StatusPageTests {
         #expect(hosts["elsewhere.example.com"]?.timeline == nil, "a tunnel has no pins to draw")
     }
 
+    /// Which credential a policy's requests carry, by name and header, never
+    /// a value (issue 31 item 6): one for every client, or one per identity.
+    @Test func aPolicyShowsWhichCredentialItsRequestsCarry() throws {
+        let named = AuthPolicy(choice: .named("github"), header: "Authorization", format: "token {token}")
+        #expect(StatusPageModel.credentialSummary(named) == "github in Authorization (token {token})")
+        let perClient = AuthPolicy(choice: .byClient(["reports": "idp-reports", "billing": "idp"], fallback: nil, require: true),
+                                   header: "X-Api-Key", format: "{token}")
+        #expect(StatusPageModel.credentialSummary(perClient)
+                == "billing: idp, reports: idp-reports; others: refused (client_denied) in X-Api-Key ({token})")
+        var model = try model()
+        model.hosts[0].credential = StatusPageModel.credentialSummary(named)
+        let html = StatusPageHTML.render(model)
+        #expect(html.contains("<dt>credential</dt><dd data-kind=\"credential\">github in Authorization (token {token})</dd>"))
+        #expect(model.hosts.dropFirst().allSatisfy { $0.credential == nil }, "a policy without auth shows no credential")
+    }
+
     /// The page leads with what fails now (issue 28 item 12): refusals by the
     /// pins in the last 10 minutes and failed probes, in red, above the
     /// expiry banner and the host cards; an old refusal is not "now".

@@ -50,6 +50,9 @@ public enum StatusPageHTML {
         out += "</h3><dl>"
         out += "<dt>file</dt><dd>\(e(host.file))</dd>"
         if !host.upstream.isEmpty { out += "<dt>upstream</dt><dd>\(e(host.upstream.joined(separator: ", ")))</dd>" }
+        if let credential = host.credential {
+            out += "<dt>credential</dt><dd data-kind=\"credential\">\(e(credential))</dd>"
+        }
         if host.action == "intercept" {
             out += "<dt>tls</dt><dd>\(e(host.tlsSummary))</dd>"
             let verdicts = host.verdicts.isEmpty ? "none yet" : host.verdicts.map { verdict in

@@ -37,6 +37,9 @@ public struct StatusPageModel: Sendable {
         public var observedHosts: [(host: String, chains: Int)]
         /// Client connections the pins refused within the failure window, if any.
         public var recentRefusals: RecentRefusals?
+        /// Which credential the policy's requests carry, and in which header:
+        /// names only, never a value (nil: the policy attaches none).
+        public var credential: String?
 
         /// What the page leads with: refusals in the window, or a failed last probe.
         public var isFailing: Bool { recentRefusals != nil || probe?.success == false }
@@ -93,8 +96,23 @@ public struct StatusPageModel: Sendable {
                 probe: probed,
                 timeline: spec.action == .intercept ? spec.pins.map { PinTimelineModel(pins: $0, now: now, days: timelineDays) } : nil,
                 observedHosts: observed.filter { $0.policy == pattern }.map { ($0.host, $0.chains.count) },
-                recentRefusals: Self.recent(refusals(pattern, windowStart)))
+                recentRefusals: Self.recent(refusals(pattern, windowStart)),
+                credential: spec.auth.map(Self.credentialSummary))
         }
+    }
+
+    /// `github in Authorization (token {token})`, or for `by_client`:
+    /// `billing: idp, reports: idp-reports; others: none in Authorization (Bearer {token})`.
+    public static func credentialSummary(_ auth: AuthPolicy) -> String {
+        let which: String
+        switch auth.choice {
+        case .named(let name):
+            which = name
+        case .byClient(let map, let fallback, let require):
+            let others = fallback ?? (require ? "refused (client_denied)" : "none")
+            which = map.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + "; others: \(others)"
+        }
+        return "\(which) in \(auth.header) (\(auth.format))"
     }
 
     /// The leaf's notAfter from whichever saw the upstream last, the probe or
