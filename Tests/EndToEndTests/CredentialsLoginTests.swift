@@ -60,19 +60,13 @@ struct CredentialsLoginTests {
 
         /// Starts `credentials login user`; returns it and the authorize URL it printed.
         func startLogin() throws -> (ChildProcess, String) {
-            let login = try ChildProcess(PinproxyBinary.path, ["credentials", "login", "user", "--config", dir.file("etc/pinproxy.yaml")],
-                                         directory: dir, name: "login", currentDirectory: dir.path)
-            let url = try login.waitForOutput(timeout: 20) { output in
-                output.split(separator: "\n").first { $0.hasPrefix("https://idp.authlib.test/oauth/authorize?") }.map(String.init)
-            }
-            _ = try login.waitForOutput(timeout: 20) { $0.contains("Waiting for the redirect") ? true : nil }
-            return (login, url)
+            try LoginDriver.start(["credentials", "login", "user"], config: dir.file("etc/pinproxy.yaml"), in: dir,
+                                  authorizePrefix: "https://idp.authlib.test/oauth/authorize?")
         }
 
         /// The browser: open the URL, follow the redirect to the callback.
         func browse(_ url: String) throws -> CurlResult {
-            try Curl.run(url, proxyURL: nil, caFile: pki.rootCertificate,
-                         extra: ["-L", "--connect-to", "idp.authlib.test:443:127.0.0.1:\(providerPort)"], directory: dir)
+            try LoginDriver.browse(url, host: "idp.authlib.test", port: providerPort, caFile: pki.rootCertificate, in: dir)
         }
 
         /// Straight to the provider: its counters.

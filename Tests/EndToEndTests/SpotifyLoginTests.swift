@@ -51,20 +51,13 @@ struct SpotifyLoginTests {
 
         /// Starts `spotify login user`; returns it and the authorize URL it printed.
         func startLogin() throws -> (ChildProcess, String) {
-            let login = try ChildProcess(PinproxyBinary.path, ["spotify", "login", "user", "--config", dir.file("etc/pinproxy.yaml")],
-                                         directory: dir, name: "login", currentDirectory: dir.path)
-            let url = try login.waitForOutput(timeout: 20) { output in
-                output.split(separator: "\n").first { $0.hasPrefix("https://accounts.spotify.test/authorize?") }.map(String.init)
-            }
-            // The URL is printed before the listener is up only by a few milliseconds.
-            _ = try login.waitForOutput(timeout: 20) { $0.contains("Waiting for the redirect") ? true : nil }
-            return (login, url)
+            try LoginDriver.start(["spotify", "login", "user"], config: dir.file("etc/pinproxy.yaml"), in: dir,
+                                  authorizePrefix: "https://accounts.spotify.test/authorize?")
         }
 
         /// The browser: open the URL, follow the redirect to the callback.
         func browse(_ url: String) throws -> CurlResult {
-            try Curl.run(url, proxyURL: nil, caFile: pki.rootCertificate,
-                         extra: ["-L", "--connect-to", "accounts.spotify.test:443:127.0.0.1:\(accounts.port)"], directory: dir)
+            try LoginDriver.browse(url, host: "accounts.spotify.test", port: accounts.port, caFile: pki.rootCertificate, in: dir)
         }
     }
 

@@ -107,8 +107,11 @@ struct TokenSessionTests {
             #expect(generation == 1 || endpoint.callCount >= 3, "a new token only after the retry")
         }
         clock.advance(by: 2)  // past Retry-After, which is longer than any first jittered backoff (≤ 1 s)
-        #expect(await pollUntil { endpoint.callCount == 3 })
+        try #require(await pollUntil { endpoint.callCount == 3 })
+        // Indexed only after the poll saw the third call: a failed poll ends
+        // this test, not the whole test process.
         let calls = endpoint.calls
+        try #require(calls.count >= 3)
         #expect(calls[2].at.timeIntervalSince(calls[1].at) >= 2)
         #expect(await pollUntil { tokens.state.withLockedValue { $0.cached?.generation } == 2 })
     }
