@@ -98,9 +98,7 @@ struct CredentialsLoginTests {
         #expect(methods.contains(["ac-public", "none"]))
         let issued = try #require(try setup.lastIssuedRefreshToken())
         #expect(TextFile.read(setup.tokenFile) == issued + "\n")
-        var info = stat()
-        stat(setup.tokenFile, &info)
-        #expect(info.st_mode & 0o777 == 0o600)
+        #expect(TextFile.permissions(setup.tokenFile) == 0o600)
         #expect(!login.outputText.contains(issued), "the refresh token is not printed")
 
         // `run` refreshes with the stored token (rotated) and the request carries the result.

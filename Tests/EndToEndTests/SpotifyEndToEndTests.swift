@@ -173,9 +173,7 @@ struct SpotifyEndToEndTests {
         #expect(try rotating.get().status == 200)
         let issued = try #require(rotating.accounts.counters.lastIssuedRefreshToken)
         #expect(await pollUntil { TextFile.read(rotating.refreshTokenFile) == issued + "\n" })
-        var info = stat()
-        stat(rotating.refreshTokenFile, &info)
-        #expect(info.st_mode & 0o777 == 0o600)
+        #expect(TextFile.permissions(rotating.refreshTokenFile) == 0o600)
 
         let steady = try await Stack(flow: "refresh_token")
         let before = try Data(contentsOf: URL(fileURLWithPath: steady.refreshTokenFile))

@@ -75,9 +75,7 @@ struct SpotifyLoginTests {
 
         let issued = try #require(setup.accounts.counters.lastIssuedRefreshToken)
         #expect(try String(contentsOfFile: setup.tokenFile, encoding: .utf8) == issued + "\n")
-        var info = stat()
-        stat(setup.tokenFile, &info)
-        #expect(info.st_mode & 0o777 == 0o600)
+        #expect(TextFile.permissions(setup.tokenFile) == 0o600)
         #expect(!login.outputText.contains(issued), "the refresh token is not printed")
 
         let proxy = try ProxyHarness(policies: setup.policies, mainConfig: setup.mainConfig, directory: setup.dir)

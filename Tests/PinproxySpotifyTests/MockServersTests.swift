@@ -149,7 +149,7 @@ struct MockServersTests {
         #expect(accounts.isValidAccessToken(first.reveal()))
         let stored = try #require(accounts.counters.lastIssuedRefreshToken)
         #expect(fileBytes(file) == Array((stored + "\n").utf8))
-        #expect(fileMode(file) == 0o600)
+        #expect(TextFile.permissions(file) == 0o600)
         tokens.invalidate(generation: first.generation)
         let second = try await tokens.token(timeout: .seconds(10))
         #expect(second.generation == 2)

@@ -173,9 +173,3 @@ func session(_ flow: SpotifySession.Flow = .clientCredentials, secret: SecretSou
 func fileBytes(_ path: String) -> [UInt8] {
     Array(FileManager.default.contents(atPath: path) ?? Data())
 }
-
-func fileMode(_ path: String) -> mode_t {
-    var info = stat()
-    stat(path, &info)
-    return info.st_mode & 0o777
-}

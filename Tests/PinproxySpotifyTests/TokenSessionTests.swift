@@ -238,7 +238,7 @@ struct TokenSessionTests {
         let token = try await tokens.token(timeout: .seconds(20))
         #expect(token.reveal() == "access-1")
         #expect(fileBytes(file) == Array("refresh-1\n".utf8))
-        #expect(fileMode(file) == 0o600)
+        #expect(TextFile.permissions(file) == 0o600)
         #expect(endpoint.calls[0].field("refresh_token") == "refresh-0")
         // The hook for the rotation ran before `token` returned, with the new file in place.
         #expect(seenAtRotation.all.last == "refresh-1\n")

@@ -12,6 +12,13 @@ public enum TextFile {
         (try? readChecked(path)) ?? ""
     }
 
+    /// A file's permission bits (`0o600`), nil when it cannot be stat'ed.
+    public static func permissions(_ path: String) -> mode_t? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return info.st_mode & 0o777
+    }
+
     /// A file's text, "" when it is empty; like `String(contentsOfFile:)`, it
     /// throws when the file is missing or not UTF-8, for the checks that must
     /// fail then. (As with `read`, not for /proc files, which report size 0.)
