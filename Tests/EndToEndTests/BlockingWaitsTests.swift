@@ -43,3 +43,44 @@ struct BlockingWaitsTests {
         Thread.current.name
     }
 }
+
+/// The async `pollUntil` suspends between looks; it never sleeps a thread of
+/// the cooperative pool. Written as the token-session tests write it, inside
+/// `#expect(await …)` with a synchronous condition: there a blocking overload
+/// of the same name was once chosen, and the suite stalled in parallel runs.
+@Suite("pollUntil leaves the cooperative pool free")
+struct PollUntilTests {
+    /// More polls than the pool has threads, and what makes their condition
+    /// true runs on the pool only once every poll has looked at least once.
+    /// Polls that held their threads would leave it no thread: every poll
+    /// would end at its bound, false.
+    @Test("polls beyond the pool's width all see the condition come true")
+    func pollsBeyondThePoolsWidthLeaveThePoolFree() async {
+        let pollers = 2 * ProcessInfo.processInfo.activeProcessorCount + 2
+        let looked = LockedCounter()
+        let done = LockedCounter()
+        await withTaskGroup(of: Void.self) { group in
+            for index in 0..<pollers {
+                group.addTask {
+                    var seen = false
+                    #expect(await pollUntil(timeout: 30) {
+                        if !seen { seen = true; looked.add() }
+                        return done.value > 0
+                    }, "poll \(index) of \(pollers)")
+                }
+            }
+            group.addTask {
+                // On the pool too: it can only run if the polls left a thread free.
+                #expect(await pollUntil(timeout: 30) { looked.value == pollers }, "only \(looked.value) of \(pollers) polls started")
+                done.add()
+            }
+        }
+    }
+}
+
+private final class LockedCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    func add() { lock.withLock { count += 1 } }
+    var value: Int { lock.withLock { count } }
+}

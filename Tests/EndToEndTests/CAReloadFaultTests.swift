@@ -43,7 +43,7 @@ struct CAReloadFaultTests {
         #expect(reload.status == 422, "\(reload.body)")
         let reason = fault == "removed" ? "is missing while" : "cannot be read"
         #expect(reload.body.contains(reason), "\(reload.body)")
-        #expect(pollUntil { proxy.log.split(separator: "\n").contains { $0.contains(reason) } })
+        #expect(pollUntilBlocking { proxy.log.split(separator: "\n").contains { $0.contains(reason) } })
         let logged = proxy.log.split(separator: "\n").filter { $0.contains(reason) }
         #expect(logged.count == 1, "logged once: \(logged)")
         let scrape = try Curl.run("\(admin)/metrics", proxyURL: nil, caFile: nil, directory: dir)

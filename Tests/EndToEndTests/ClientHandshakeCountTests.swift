@@ -55,7 +55,7 @@ struct ClientHandshakeCountTests {
         }
         // Both connections are gone once the gauge is back at 0: their close
         // (and any error it raised) has been handled by then.
-        let open = try pollFor(timeout: 10) { () -> Double? in
+        let open = try await pollFor(timeout: 10) { () -> Double? in
             let value = try metrics().value("pinproxy_client_connections", [:])
             return value == 0 ? value : nil
         }

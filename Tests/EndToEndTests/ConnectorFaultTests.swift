@@ -34,7 +34,7 @@ struct ConnectorFaultTests {
         #expect(result.status == status, "\(host): \(result.status) \(result.body) \(result.stderr)")
         #expect(result.pinproxyError == code, "\(host): \(result.body)")
         #expect(result.body.contains(detail), "\(host): \(result.body)")
-        let lines = try #require(pollFor(timeout: 10) { () -> [[String: Any]]? in
+        let lines = try #require(pollForBlocking(timeout: 10) { () -> [[String: Any]]? in
             let lines = proxy.accessLog.filter { ($0["host"] as? String) == host }
             return lines.isEmpty ? nil : lines
         })

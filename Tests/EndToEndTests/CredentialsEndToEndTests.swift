@@ -260,6 +260,6 @@ struct CredentialsEndToEndTests {
         // Another credential to the same host is not held back.
         #expect(try stack.get("https://keys.authlib.test/api/limited").status == 200)
         // Once the window passes, traffic flows again.
-        #expect(try pollUntil(timeout: 15, every: 0.5) { try stack.get("https://api.authlib.test/api/limited").status == 200 })
+        #expect(try pollUntilBlocking(timeout: 15, every: 0.5) { try stack.get("https://api.authlib.test/api/limited").status == 200 })
     }
 }

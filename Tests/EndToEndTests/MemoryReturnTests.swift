@@ -19,10 +19,10 @@ struct MemoryReturnTests {
         // Idle connections are client connections too; 300 is above the burst threshold (256).
         var clients: [RawClient] = []
         for _ in 0..<300 { clients.append(try RawClient(port: proxy.port)) }
-        #expect(try pollUntil(timeout: 20, every: 0.1) { try open() == 300 })
+        #expect(try pollUntilBlocking(timeout: 20, every: 0.1) { try open() == 300 })
         #expect(!proxy.log.contains("returned freed memory"), "no trim while the burst is open")
         clients.forEach { $0.closeNow() }
-        #expect(try pollUntil(timeout: 20, every: 0.1) { try open() == 0 })
+        #expect(try pollUntilBlocking(timeout: 20, every: 0.1) { try open() == 0 })
         let line = try proxy.process.waitForOutput(timeout: 20) { output in
             output.split(separator: "\n").first { $0.contains("returned freed memory to the system after a burst") }.map(String.init)
         }

@@ -48,7 +48,7 @@ struct MetricsEndToEndTests {
             return (document?["last_reload"] as? [String: Any])?["result"] as? String
         }
         func waitForReload(_ result: String) throws -> Bool {
-            try pollUntil(timeout: 15, every: 0.1) { try lastReload() == result }
+            try pollUntilBlocking(timeout: 15, every: 0.1) { try lastReload() == result }
         }
         try dir.write("etc/policies/broken.yaml", "hosts:\n  - match: broken.test\n    action: sideways\n")
         #expect(try waitForReload("failure"))
@@ -106,7 +106,7 @@ extension MetricsEndToEndTests {
             return try PrometheusText(parsing: scrape.body).value("pinproxy_probe_success", ["host": "probe.test"])
         }
         func waitFor(_ value: Double) throws -> Bool {
-            try pollUntil(timeout: 15, every: 0.2) { try probeSuccess() == value }
+            try pollUntilBlocking(timeout: 15, every: 0.2) { try probeSuccess() == value }
         }
         #expect(try waitFor(1), "the first probe succeeds")
         let rotated = try pki.makeLeaf(named: "rotated", names: ["probe.test"])

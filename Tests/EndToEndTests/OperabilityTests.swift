@@ -66,7 +66,7 @@ struct OperabilityTests {
             let hosts = try Self.json(try Curl.run("\(admin)/policies", proxyURL: nil, caFile: nil, directory: dir).body)["hosts"] as? [[String: Any]]
             return hosts?.first?["probe"] as? [String: Any]
         }
-        #expect(try pollUntil(timeout: 15, every: 0.2) { try probe()?["success"] as? Bool == true }, "the first probe at start")
+        #expect(try await pollUntil(timeout: 15, every: 0.2) { try probe()?["success"] as? Bool == true }, "the first probe at start")
         // The upstream rotates; the last probe (at start) still says all is well.
         let rotated = try pki.makeLeaf(named: "rotated", names: ["probe.test"])
         try upstream.swapCertificate(chainFile: rotated.chain, keyFile: rotated.key)
@@ -75,7 +75,7 @@ struct OperabilityTests {
         try dir.write("etc/policies/test.yaml", Self.policy(port: upstream.port, pki: pki, pins: [leaf, "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB="], interval: "10m"))
         let reload = try Curl.run("\(admin)/reload", proxyURL: nil, caFile: nil, extra: ["-X", "POST"], directory: dir)
         #expect(reload.status == 200, "\(reload.body)")
-        let reprobed = try pollUntil(timeout: 15, every: 0.2) { try probe()?["error"] as? String == "pin_mismatch" }
+        let reprobed = try await pollUntil(timeout: 15, every: 0.2) { try probe()?["error"] as? String == "pin_mismatch" }
         #expect(reprobed, "\(String(describing: try? probe()))")
         let scrape = try PrometheusText(parsing: try Curl.run("\(admin)/metrics", proxyURL: nil, caFile: nil, directory: dir).body)
         #expect(scrape.value("pinproxy_probe_success", ["host": "probe.test"]) == 0)

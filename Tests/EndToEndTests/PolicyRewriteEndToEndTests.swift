@@ -22,7 +22,7 @@ struct PolicyRewriteEndToEndTests {
         let path = dir.file("etc/policies/test.yaml")
         close(open(path, O_WRONLY | O_TRUNC))
         // The binary's watcher polls every second: a bounded poll of its log.
-        let failed = pollUntil(every: 0.2) { proxy.log.contains("policy reload failed; the previous policy keeps serving") }
+        let failed = pollUntilBlocking(every: 0.2) { proxy.log.contains("policy reload failed; the previous policy keeps serving") }
         #expect(failed, "the emptied file was not reported as a failed reload")
         // With log.format json (the default), the reload's lines are JSON like every other.
         let reloadLines = proxy.log.split(separator: "\n").filter { $0.contains("pinproxy.policy") }
@@ -43,7 +43,7 @@ struct PolicyRewriteEndToEndTests {
 
         // Written again: live (the contract says within 5 s; a test on a shared machine allows more).
         try dir.write("etc/policies/test.yaml", policy + "  - {match: 127.0.0.3, action: deny}\n")
-        let live = pollUntil(every: 0.2) { proxy.log.contains("policy reloaded") }
+        let live = pollUntilBlocking(every: 0.2) { proxy.log.contains("policy reloaded") }
         #expect(live, "\(proxy.log.split(separator: "\n").filter { $0.contains("policy") })")
         let again = try Curl.run("https://127.0.0.3:9/", proxy: proxy, extra: ["--max-time", "10"], directory: dir)
         #expect(again.pinproxyError == "host_denied")

@@ -41,7 +41,7 @@ struct ProbeVerdictTests {
             try PrometheusText(parsing: try Curl.run("\(admin)/metrics", proxyURL: nil, caFile: nil, directory: dir).body)
         }
         for host in ["report.test", "window.test"] {
-            let counted = try pollUntil(timeout: 15, every: 0.2) {
+            let counted = try await pollUntil(timeout: 15, every: 0.2) {
                 try metrics().value("pinproxy_pin_validations_total", ["host": host, "result": "mismatch_reported"]) ?? 0 >= 1
             }
             #expect(counted, "\(host): the probe's reported mismatch is counted")

@@ -59,7 +59,7 @@ struct SystemdTests {
         #expect(ready.split(separator: "\n").contains("READY=1"), "\(ready)")
         // READY comes once both listeners are up: both wrote their line before
         // it was sent (the lines reach this test's pipe reader a moment later).
-        #expect(pollUntil(timeout: 10) {
+        #expect(pollUntilBlocking(timeout: 10) {
             let log = proxy.outputText
             return log.contains("\"proxy listening\"") && log.contains("\"admin API listening\"")
         }, "\(proxy.outputText)")

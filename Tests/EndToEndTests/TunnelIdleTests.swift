@@ -27,7 +27,7 @@ struct TunnelIdleTests {
         #expect(answer.hasPrefix("HTTP/1.1 200") && body == "ok", "\(answer)\(body)")
         #expect(client.isClosedByPeer(within: 15), "the idle tunnel must be closed")
 
-        #expect(pollUntil { proxy.log.contains("\"tunnel idle; closed\"") }, "\(proxy.log)")
+        #expect(pollUntilBlocking { proxy.log.contains("\"tunnel idle; closed\"") }, "\(proxy.log)")
         let line = try #require(proxy.waitForAccessLog(count: 1).first { $0["mode"] as? String == "tunnel" })
         #expect(line["status"] as? Int == 200)
         let scrape = try Curl.run("http://127.0.0.1:\(try proxy.adminPort)/metrics", proxyURL: nil, caFile: nil, directory: dir)

@@ -70,7 +70,7 @@ struct UpstreamFaultTests {
             let text = String(decoding: exchange.body, as: UTF8.self)
             #expect(text.allSatisfy { $0 == Character(UnicodeScalar(filler)) || "0123456789abcdef\r\n".contains($0) }, "never padded")
         }
-        let line = try #require(pollFor { s.lines(path: path).first })
+        let line = try #require(pollForBlocking { s.lines(path: path).first })
         #expect(s.lines(path: path).count == 1, "one access line")
         #expect(line["error"] as? String == failure, "\(line)")
         #expect(line["status"] as? Int == 200)
@@ -113,7 +113,7 @@ struct UpstreamFaultTests {
         #expect(result.exchanges.allSatisfy { $0.end == "complete" && $0.body == Data("ok".utf8) })
         #expect(result.answeredAfter, "the app's own connection stayed usable")
         // Each request reached the upstream exactly once: none lost, none sent twice.
-        #expect(pollUntil { s.upstream.count("GET /close-after-answer") == 12 })
+        #expect(pollUntilBlocking { s.upstream.count("GET /close-after-answer") == 12 })
         let lines = s.proxy.waitForAccessLog(count: 13)
         let served = lines.filter { ($0["path"] as? String) == "/close-after-answer" }
         #expect(served.count == 12)

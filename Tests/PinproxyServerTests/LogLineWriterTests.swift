@@ -161,7 +161,7 @@ struct LogLineWriterTests {
         // Nothing calls flush() on the request path: the writer must get there by itself.
         let target = try Target()
         target.writer.write("not flushed\n")
-        #expect(pollUntil(timeout: 10) { (try? target.lines()) == ["not flushed"] }, "the line never reached the file")
+        #expect(pollUntilBlocking(timeout: 10) { (try? target.lines()) == ["not flushed"] }, "the line never reached the file")
     }
 
     @Test func flushWithNothingPendingReturnsAndWritesNothing() throws {
@@ -248,7 +248,7 @@ struct LogLineWriterTests {
             LogLineWriter(fileDescriptor: fd).write("dropped \(index)\n", urgent: true)
         }
         // Each writer's thread still writes its line: the writers live on.
-        #expect(pollUntil(timeout: 10) {
+        #expect(pollUntilBlocking(timeout: 10) {
             TextFile.read(dir.file("log")).split(separator: "\n").count == 50
         })
     }

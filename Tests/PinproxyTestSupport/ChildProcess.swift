@@ -102,7 +102,7 @@ public final class ChildProcess: @unchecked Sendable {
     /// `timeout` (an upper bound: the child is an external process, and tests
     /// run side by side on two cores).
     public func waitForOutput<T>(timeout: TimeInterval = 30, _ predicate: (String) -> T?) throws -> T {
-        let found = try pollFor(timeout: timeout, every: 0.02) { () throws -> T? in
+        let found = try pollForBlocking(timeout: timeout, every: 0.02) { () throws -> T? in
             if let found = predicate(outputText) { return found }
             guard isRunning else {
                 if let found = predicate(outputText) { return found }
@@ -116,7 +116,7 @@ public final class ChildProcess: @unchecked Sendable {
 
     /// Waits for the child to exit by itself, up to `timeout`; returns its status or nil.
     public func waitForExit(timeout: TimeInterval) -> Int32? {
-        pollUntil(timeout: timeout, every: 0.02) { !isRunning } ? terminationStatus : nil
+        pollUntilBlocking(timeout: timeout, every: 0.02) { !isRunning } ? terminationStatus : nil
     }
 
     /// Sends `signal` to this child only.

@@ -38,7 +38,7 @@ public final class NginxServer: @unchecked Sendable {
             """)
         process = try ChildProcess("nginx", ["-p", directory, "-c", conf], directory: dir, name: "nginx-\(UUID().uuidString.prefix(8))")
         let pidFile = directory + "/nginx.pid"
-        guard pollUntil(timeout: 10, { FileManager.default.fileExists(atPath: pidFile) }) else {
+        guard pollUntilBlocking(timeout: 10, { FileManager.default.fileExists(atPath: pidFile) }) else {
             throw TestSupportError("nginx did not start: \(process.outputText) \(TextFile.read(directory + "/error.log"))")
         }
     }

@@ -24,7 +24,12 @@ public func pollUntil(timeout: TimeInterval = 30, every interval: TimeInterval =
 }
 
 /// `pollUntil` for synchronous tests (which run under `.blockingWaits`).
-public func pollUntil(timeout: TimeInterval = 30, every interval: TimeInterval = 0.05,
+/// Named apart, not an overload: inside `#expect(await pollUntil { … })`
+/// the macro's closure is synchronous, so an overload of the same name was
+/// chosen there for a synchronous condition, and it slept a cooperative
+/// pool thread (two on this machine) while the tasks it waited for needed one.
+@available(*, noasync, message: "sleeps its thread: use the async pollUntil")
+public func pollUntilBlocking(timeout: TimeInterval = 30, every interval: TimeInterval = 0.05,
                       _ condition: () throws -> Bool) rethrows -> Bool {
     let deadline = Date().addingTimeInterval(timeout)
     while Date() < deadline {
@@ -48,10 +53,11 @@ public func pollFor<T>(timeout: TimeInterval = 30, every interval: TimeInterval 
 }
 
 /// `pollFor` for synchronous tests (which run under `.blockingWaits`).
-public func pollFor<T>(timeout: TimeInterval = 30, every interval: TimeInterval = 0.05,
+@available(*, noasync, message: "sleeps its thread: use the async pollFor")
+public func pollForBlocking<T>(timeout: TimeInterval = 30, every interval: TimeInterval = 0.05,
                        _ produce: () throws -> T?) rethrows -> T? {
     var value: T?
-    _ = try pollUntil(timeout: timeout, every: interval) {
+    _ = try pollUntilBlocking(timeout: timeout, every: interval) {
         value = try produce()
         return value != nil
     }

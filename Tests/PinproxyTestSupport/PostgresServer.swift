@@ -68,7 +68,7 @@ public final class PostgresServer: @unchecked Sendable {
                                       "-c", "fsync=off", "-c", "max_connections=200"])
             child = try ChildProcess("/usr/bin/env", command, directory: directory, name: "postgres-\(launches)")
         }
-        guard pollUntil(timeout: 30, every: 0.1, { (try? ChildProcess.run("\(Self.binaries)/pg_isready",
+        guard pollUntilBlocking(timeout: 30, every: 0.1, { (try? ChildProcess.run("\(Self.binaries)/pg_isready",
                                                                           ["-h", "127.0.0.1", "-p", String(port)]).status) == 0 }) else {
             throw TestSupportError("PostgreSQL did not start; log:\n\(log)")
         }
@@ -84,7 +84,7 @@ public final class PostgresServer: @unchecked Sendable {
         guard let running else { return }
         if let pid = postmasterPID {
             kill(pid, SIGINT)
-            _ = pollUntil(timeout: 30, every: 0.05) { kill(pid, 0) != 0 }
+            _ = pollUntilBlocking(timeout: 30, every: 0.05) { kill(pid, 0) != 0 }
             TestCleanup.unregister(pid: pid)
         }
         running.stop()

@@ -76,7 +76,7 @@ public final class ProxyHarness: @unchecked Sendable {
 
     /// Waits until the access log holds `count` lines (they are written when an exchange ends).
     public func waitForAccessLog(count: Int, timeout: TimeInterval = 30) -> [[String: Any]] {
-        pollFor(timeout: timeout, every: 0.02) { () -> [[String: Any]]? in
+        pollForBlocking(timeout: timeout, every: 0.02) { () -> [[String: Any]]? in
             let lines = accessLog
             return lines.count >= count ? lines : nil
         } ?? accessLog
