@@ -17,6 +17,8 @@ struct UpstreamPoolStateMachineTests {
     var loopA: ObjectIdentifier { ObjectIdentifier(loops[0]) }
     var loopB: ObjectIdentifier { ObjectIdentifier(loops[1]) }
     let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+    /// A policy refusal of a dial: it backs nothing off (see UpstreamPoolBackoffTests for the rest).
+    static let guardRefusal = ProxyError(.ssrfBlocked, host: "a.test", detail: "127.0.0.1 is private")
 
     private func acquire(_ machine: inout Machine, loop: ObjectIdentifier, at now: NIODeadline, limit: Int = 1,
                          mayMultiplex: Bool = false) -> String {
@@ -88,11 +90,11 @@ struct UpstreamPoolStateMachineTests {
         #expect(close.count == 1 && close[0] === conn)
     }
 
-    @Test func aFailedDialOrAClosedConnectionPassesItsSlotToTheNextWaiter() {
+    @Test func aDialRefusedByTheGuardOrAClosedConnectionPassesItsSlotToTheNextWaiter() {
         var machine = Machine()
         _ = acquire(&machine, loop: loopA, at: t0)
         #expect(acquire(&machine, loop: loopB, at: t0) == "wait#1")
-        let handOvers = machine.dialFailed(key).handOvers
+        let handOvers = machine.dialFailed(key, failure: Self.guardRefusal).handOvers
         #expect(grants(handOvers) == ["#1 permit"])
         #expect(machine.entries[key]?.open == 1)
         let conn = Conn()
@@ -107,9 +109,10 @@ struct UpstreamPoolStateMachineTests {
         #expect(acquire(&machine, loop: loopA, at: t0) == "wait#1")
         let first = machine.waiterExpired(key, id: 1)
         let second = machine.waiterExpired(key, id: 1)
-        #expect(first.expired.map(\.id) == [1], "it fails with queue_timeout")
+        #expect(first.expired.map { $0.waiter.id } == [1], "it fails")
+        #expect(first.expired.first?.lastDialFailure == nil, "with queue_timeout: no dial had failed")
         #expect(second.expired.isEmpty, "once")
-        let handOvers = machine.dialFailed(key).handOvers
+        let handOvers = machine.dialFailed(key, failure: Self.guardRefusal).handOvers
         #expect(handOvers.isEmpty, "no one waits any more")
         #expect(machine.entries[key] == nil, "an empty key is forgotten")
     }
@@ -270,14 +273,15 @@ struct UpstreamPoolStateMachineTests {
         #expect(late.isEmpty && close == nil)
         #expect(machine.entries[key]?.open == 1)
     }
-    @Test func aFailedFirstDialThatMayBeHTTP2LetsItsWaitersDialUpToTheLimit() {
+    @Test func aFirstDialThatMayBeHTTP2RefusedByTheGuardLetsItsWaitersDialUpToTheLimit() {
         var machine = Machine()
         #expect(acquire(&machine, loop: loopA, at: t0, limit: 3, mayMultiplex: true) == "dial")
         for id in 1...4 {
             #expect(acquire(&machine, loop: loopA, at: t0, limit: 3, mayMultiplex: true) == "wait#\(id)")
         }
-        // Not one at a time behind each failure: three slots, three dials.
-        #expect(grants(machine.dialFailed(key).handOvers) == ["#1 permit", "#2 permit", "#3 permit"])
+        // A policy refusal, not the host's failure: each waiter gets its own
+        // refusal at once. Three slots, three dials (no backoff).
+        #expect(grants(machine.dialFailed(key, failure: Self.guardRefusal).handOvers) == ["#1 permit", "#2 permit", "#3 permit"])
         #expect(machine.entries[key]?.open == 3)
         #expect(machine.entries[key]?.waiters.map(\.id) == [4])
     }

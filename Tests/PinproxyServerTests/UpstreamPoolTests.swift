@@ -27,8 +27,10 @@ struct UpstreamPoolTests {
         }
         // The second request waits for that dial. The pool schedules its queue
         // timer right after putting it in line: then, as if on another thread,
-        // the dial fails and its slot passes to the next waiter.
-        loop.beforeSchedule = { pool.permitReturned(key) }
+        // the dial is refused by the guard and its slot passes to the next waiter.
+        loop.beforeSchedule = {
+            pool.dialFailed(key, failure: UpstreamPoolStateMachineTests.guardRefusal, on: loop)
+        }
         var second: Result<UpstreamPool.Lease, any Error>?
         pool.acquire(key, limit: 1, queueTimeout: .seconds(60), mayMultiplex: true, on: loop)
             .assumeIsolated().whenComplete { second = $0 }

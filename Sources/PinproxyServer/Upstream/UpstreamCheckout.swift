@@ -4,7 +4,7 @@ import PinproxyPolicy
 /// Where a request gets its upstream connection: the pool's answer carried
 /// out (an idle pooled connection, a stream on an HTTP/2 connection, a dial
 /// under a new slot, or a place in line) and what each dial's outcome tells
-/// the pool (opened, failed, closed, stream capacity).
+/// the pool (opened, failed and how, closed, stream capacity).
 final class UpstreamCheckout: Sendable {
     let pool: UpstreamPool
     let connector: UpstreamConnector
@@ -79,7 +79,8 @@ final class UpstreamCheckout: Sendable {
                 }
                 return loop.makeSucceededFuture((connection, false))
             }.flatMapError { error in
-                self.pool.permitReturned(plan.poolKey)
+                // The request gets this refusal; the pool, the failure to back off from.
+                self.pool.dialFailed(plan.poolKey, failure: UpstreamConnector.refusal(for: error, host: plan.host), on: loop)
                 return loop.makeFailedFuture(error)
             }
         }

@@ -4,9 +4,10 @@ import NIOCore
 
 /// Keep-alive upstream connections per (policy digest, host, port, TLS),
 /// bounded by the policy's `max_upstream_connections` across all event loops.
-/// Excess requests wait in a queue and fail with `queue_timeout`. Every
+/// Excess requests wait in a queue and fail with `queue_timeout`; after a
+/// failed dial, a key dials again only when its backoff timer fires. Every
 /// decision is `UpstreamPoolStateMachine`'s, made under one lock; this class
-/// holds the waiters' promises and timers and closes what the machine drops.
+/// holds the waiters' promises and the timers, and closes what the machine drops.
 final class UpstreamPool: @unchecked Sendable {
     struct Key: Hashable, Sendable, CustomStringConvertible {
         var digest: String
@@ -39,12 +40,14 @@ final class UpstreamPool: @unchecked Sendable {
     private struct State {
         var machine: Machine
         var waiting: [Int: Waiting] = [:]
+        /// Backoff timers armed, by the machine's timer id (kept to cancel them).
+        var backoffTimers: [Int: Scheduled<Void>] = [:]
     }
 
     private let state: NIOLockedValueBox<State>
 
-    init(maxIdleTime: TimeAmount = .seconds(60)) {
-        state = NIOLockedValueBox(State(machine: Machine(maxIdle: maxIdleTime)))
+    init(maxIdleTime: TimeAmount = .seconds(60), dialBackoff: DialBackoff = DialBackoff()) {
+        state = NIOLockedValueBox(State(machine: Machine(maxIdle: maxIdleTime, dialBackoff: dialBackoff)))
     }
 
     // MARK: Acquire
@@ -74,7 +77,7 @@ final class UpstreamPool: @unchecked Sendable {
             state.waiting[id] = Waiting(promise: promise, timeout: nil, queueTimeout: timeout)
             return (action, Filed(id: id, promise: promise))
         }
-        run(action, key: key, served: [])
+        run(action, key: key, served: [], on: loop)
         switch action.acquisition {
         case .lease(let connection)?:
             return .ready(.connection(connection))
@@ -129,10 +132,11 @@ final class UpstreamPool: @unchecked Sendable {
         event(connection.key) { $0.streamCapacityChanged(connection.key, connection: connection, to: capacity) }
     }
 
-    /// A permit's dial failed: its slot goes to the next waiter (and waiters
-    /// held back for its streams get slots to dial), or back.
-    func permitReturned(_ key: Key) {
-        event(key) { $0.dialFailed(key) }
+    /// A permit's dial failed with `failure` (the request it was made for
+    /// gets that refusal): the key goes into backoff, its timer on `loop`,
+    /// unless the failure is a policy refusal (then its slot goes on).
+    func dialFailed(_ key: Key, failure: ProxyError, on loop: any EventLoop) {
+        event(key, on: loop) { $0.dialFailed(key, failure: failure) }
     }
 
     /// A request is done with `connection`; kept if it can serve another.
@@ -186,33 +190,64 @@ final class UpstreamPool: @unchecked Sendable {
     /// are taken out of line under the same lock (so a waiter's promise and
     /// its place in the machine come and go together); the rest is carried
     /// out after the lock is let go.
-    private func event(_ key: Key?, _ decide: (inout Machine) -> Machine.Action) {
+    /// `loop`: where a backoff timer the event arms runs.
+    private func event(_ key: Key?, on loop: (any EventLoop)? = nil, _ decide: (inout Machine) -> Machine.Action) {
         let (action, served) = state.withLockedValue { state in
             let action = decide(&state.machine)
-            let served = (action.handOvers.map(\.waiter) + action.expired).map { state.waiting.removeValue(forKey: $0.id) }
+            let served = (action.handOvers.map(\.waiter) + action.expired.map { $0.waiter }).map { state.waiting.removeValue(forKey: $0.id) }
             return (action, served)
         }
-        run(action, key: key, served: served)
+        run(action, key: key, served: served, on: loop)
     }
 
-    /// Carries out an action: close, fail, hand over, arm idle timers. (The
-    /// asking request's own answer is `acquireNow`'s to return.)
-    private func run(_ action: Machine.Action, key: Key?, served: [Waiting?]) {
+    /// Carries out an action: close, fail, hand over, arm idle timers, arm
+    /// or cancel the backoff timer. (The asking request's own answer is
+    /// `acquireNow`'s to return.)
+    private func run(_ action: Machine.Action, key: Key?, served: [Waiting?], on loop: (any EventLoop)?) {
         action.close.forEach { $0.close() }
         var waitings = served.makeIterator()
         var handed: [(Waiting?, Machine.Grant)] = []
         for handOver in action.handOvers { handed.append((waitings.next() ?? nil, handOver.grant)) }
-        for _ in action.expired {
+        for expiry in action.expired {
             guard let waiting = waitings.next() ?? nil, let key else { continue }
-            waiting.promise.fail(ProxyError(.queueTimeout, host: key.host,
-                detail: "all upstream connections to \(key.host):\(key.port) stayed busy for \(waiting.queueTimeout.seconds) s (max_upstream_connections reached)"))
+            waiting.promise.fail(Self.expiredRefusal(key: key, queueTimeout: waiting.queueTimeout, lastDialFailure: expiry.lastDialFailure))
         }
+        if let timer = action.backoffTimer, let key { runBackoffTimer(timer, key: key, on: loop) }
         handed.forEach { Self.grant($0) }
         for (connection, deadline) in action.idleTimers {
             let key = connection.key
             connection.channel.eventLoop.scheduleTask(deadline: deadline) {
                 self.event(key) { $0.idleTimeout(key, connection: connection, now: .now()) }
             }
+        }
+    }
+
+    /// Why a request that waited out `queue_timeout` is refused: the last
+    /// dial's failure while its key is in backoff (its code and status: the
+    /// host is down, the pool is not busy), else 503 `queue_timeout`.
+    private static func expiredRefusal(key: Key, queueTimeout: TimeAmount, lastDialFailure: ProxyError?) -> ProxyError {
+        guard var refusal = lastDialFailure else {
+            return ProxyError(.queueTimeout, host: key.host,
+                detail: "all upstream connections to \(key.host):\(key.port) stayed busy for \(queueTimeout.seconds) s (max_upstream_connections reached)")
+        }
+        refusal.detail = "no connection to \(key.host):\(key.port) could be made within queue_timeout (\(queueTimeout.seconds) s); the last dial: \(refusal.detail)"
+        return refusal
+    }
+
+    private func runBackoffTimer(_ timer: Machine.BackoffTimer, key: Key, on loop: (any EventLoop)?) {
+        switch timer {
+        case .schedule(let id, let delay):
+            guard let loop else { preconditionFailure("a backoff timer for \(key) with no event loop to run it") }
+            // Holds the pool strongly, as the queue timer does (see `armQueueTimer`).
+            let task = loop.scheduleTask(in: delay) {
+                _ = self.state.withLockedValue { $0.backoffTimers.removeValue(forKey: id) }
+                self.event(key, on: loop) { $0.backoffTimerFired(key, id: id) }
+            }
+            // A cancel that came first finds nothing to cancel: the timer then
+            // fires into a machine that has moved on, which ignores it.
+            state.withLockedValue { $0.backoffTimers[id] = task }
+        case .cancel(let id):
+            state.withLockedValue { $0.backoffTimers.removeValue(forKey: id) }?.cancel()
         }
     }
 

@@ -5,30 +5,22 @@ import NIOCore
 /// GOAWAY and SETTINGS, idle expiry, reload and shutdown. Each event returns
 /// one `Action` for the executor.
 extension UpstreamPoolStateMachine {
-    /// A dial succeeded: its slot is now a leased connection. An HTTP/2
-    /// connection (`streams` given: its stream capacity) carries the dialler's
-    /// stream, and takes waiters on its loop at once; requests that waited
-    /// behind a dial that turned out HTTP/1.1 get slots to dial their own.
+    /// A dial succeeded: its slot is now a leased connection, and backoff, if
+    /// any, ends (its timer is cancelled). An HTTP/2 connection (`streams`
+    /// given: its stream capacity) carries the dialler's stream, and takes
+    /// waiters on its loop at once; requests that waited behind a dial that
+    /// turned out HTTP/1.1 (or behind backoff) get slots to dial their own.
     @discardableResult
     mutating func dialled(_ key: Key, connection: Connection, loop: LoopID, streams capacity: Int? = nil) -> Action {
         var entry = entries[key, default: Entry()]
         entry.starting -= 1
         entry.multiplexed = capacity != nil
         entry.members.append(Member(connection: connection, loop: loop, state: capacity == nil ? .leased : .streaming(1), capacity: capacity))
+        let timer = entry.backoff.timer
+        entry.backoff = .none
         entries[key] = entry
-        return Action(handOvers: capacity == nil ? grantPermits(key) : grantStreams(key, connection: connection))
-    }
-
-    /// A dial failed: its slot goes to the next waiter, or is freed. Requests
-    /// that waited behind it for the streams it might have carried get slots
-    /// of their own too, up to the limit, as after a dial that turned out
-    /// HTTP/1.1: passed on one failed dial at a time, the tail of a burst to a
-    /// host that is down would wait out `queue_timeout` instead of getting
-    /// its own dial's error.
-    mutating func dialFailed(_ key: Key) -> Action {
-        entries[key, default: Entry()].starting -= 1
-        guard let first = passSlot(key) else { return .none }
-        return Action(handOvers: [first] + grantPermits(key))
+        return Action(handOvers: capacity == nil ? grantPermits(key) : grantStreams(key, connection: connection),
+                      backoffTimer: timer.map { .cancel(id: $0) })
     }
 
     /// A request is done with its HTTP/1.1 `connection`: kept for the next
@@ -51,14 +43,15 @@ extension UpstreamPoolStateMachine {
         var action = Action()
         if let waiting = entry.waiters.firstIndex(where: { $0.loop == member.loop }) {
             action.handOvers = [(entry.waiters.remove(at: waiting), .connection(connection))]
-        } else if !entry.waiters.isEmpty {
+        } else if !entry.waiters.isEmpty, entry.mayDial {
             // The next waiter is on another loop: it gets the slot, this connection goes.
             entry.members.remove(at: index)
             entry.starting += 1
             action.handOvers = [(entry.waiters.removeFirst(), .permit)]
             action.close = [connection]
         } else {
-            // The most recently idled last (an acquire takes the last one).
+            // The most recently idled last (an acquire takes the last one). In
+            // backoff, a waiter on another loop waits for the backoff timer.
             entry.members.remove(at: index)
             entry.members.append(Member(connection: connection, loop: member.loop, state: .idle(since: now), capacity: nil,
                                         idleTimerArmed: true))
@@ -173,12 +166,12 @@ extension UpstreamPoolStateMachine {
             entry.members[index].state = .streaming(entry.members[index].streams + 1)
             handOvers.append((entry.waiters.remove(at: waiting), .stream(connection)))
         }
-        // At the limit, waiters on other loops take the room left rather than wait for a slot.
-        while entry.open >= entry.limit, entry.members[index].hasRoomForStream, !entry.waiters.isEmpty {
+        // At the limit (or in backoff), waiters on other loops take the room left rather than wait for a slot.
+        while entry.open >= entry.limit || !entry.mayDial, entry.members[index].hasRoomForStream, !entry.waiters.isEmpty {
             entry.members[index].state = .streaming(entry.members[index].streams + 1)
             handOvers.append((entry.waiters.removeFirst(), .stream(connection)))
         }
-        if entry.open < entry.limit {
+        if entry.open < entry.limit, entry.mayDial {
             // The first waiter on another loop dials there (its loop's waiters
             // then ride on that connection). Waiters left on this loop find it
             // full: one of them dials a second connection, one dial at a time,
@@ -195,10 +188,10 @@ extension UpstreamPoolStateMachine {
     }
 
     /// Free slots to waiters, to dial with (after a dial turned out HTTP/1.1).
-    private mutating func grantPermits(_ key: Key) -> [HandOver] {
+    mutating func grantPermits(_ key: Key) -> [HandOver] {
         guard var entry = entries[key] else { return [] }
         var handOvers: [HandOver] = []
-        while entry.open < entry.limit, !entry.waiters.isEmpty {
+        while entry.open < entry.limit, entry.mayDial, !entry.waiters.isEmpty {
             entry.starting += 1
             handOvers.append((entry.waiters.removeFirst(), .permit))
         }
@@ -206,9 +199,10 @@ extension UpstreamPoolStateMachine {
         return handOvers
     }
 
-    /// Gives a freed slot to the first waiter (who dials), or lets it go.
-    private mutating func passSlot(_ key: Key) -> HandOver? {
-        guard var entry = entries[key], !entry.waiters.isEmpty else {
+    /// Gives a freed slot to the first waiter (who dials), or lets it go (in
+    /// backoff, waiters wait for the backoff timer).
+    mutating func passSlot(_ key: Key) -> HandOver? {
+        guard var entry = entries[key], !entry.waiters.isEmpty, entry.mayDial else {
             forgetIfEmpty(key)
             return nil
         }
@@ -219,9 +213,10 @@ extension UpstreamPoolStateMachine {
     }
 
 
-    /// A key with no connection, dial or waiter is forgotten.
-    private mutating func forgetIfEmpty(_ key: Key) {
-        if let entry = entries[key], entry.open == 0, entry.waiters.isEmpty { entries[key] = nil }
+    /// A key with no connection, dial or waiter is forgotten, unless its
+    /// backoff timer is armed (its firing forgets it, see `+Backoff`).
+    mutating func forgetIfEmpty(_ key: Key) {
+        if let entry = entries[key], entry.open == 0, entry.waiters.isEmpty, entry.backoff.timer == nil { entries[key] = nil }
     }
 
     private mutating func takeIdle(_ key: Key) -> [Connection] {

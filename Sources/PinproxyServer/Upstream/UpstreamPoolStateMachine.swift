@@ -20,6 +20,9 @@ import NIOCore
 /// HTTP/2 connection with room serves a request from any loop (its stream
 /// then hops loops, see `UpstreamConnection.receiver`): a slot the limit
 /// forbids to dial must not turn away a request that a free stream can carry.
+///
+/// A dial that fails puts its key into backoff (`+Backoff`): no dial until
+/// the machine's backoff timer fires, then one at a time until one succeeds.
 struct UpstreamPoolStateMachine<Connection: AnyObject> {
     typealias Key = UpstreamPool.Key
     typealias LoopID = ObjectIdentifier
@@ -73,6 +76,18 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
         var multiplexed: Bool?
         /// The key's `max_upstream_connections`, as the last request gave it.
         var limit = Int.max
+        /// Dials held back after failures (see `+Backoff`).
+        var backoff: Backoff = .none
+
+        /// A dial may start now, as far as backoff goes: none while its
+        /// timer runs, one at a time once it has fired.
+        var mayDial: Bool {
+            switch backoff {
+            case .none: return true
+            case .waiting: return false
+            case .probing: return starting == 0
+            }
+        }
 
         /// Slots in use, derived: connections plus dials under way.
         var open: Int { members.count + starting }
@@ -108,14 +123,18 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
         var acquisition: Acquisition?
         /// Waiters served now, each with what it gets.
         var handOvers: [HandOver] = []
-        /// Waiters whose `queue_timeout` ran out: each fails with 503 `queue_timeout`.
-        var expired: [Waiter] = []
+        /// Waiters whose `queue_timeout` ran out: each fails with 503
+        /// `queue_timeout`, or, while its key is in backoff, with the last
+        /// dial's failure (its code and status).
+        var expired: [(waiter: Waiter, lastDialFailure: ProxyError?)] = []
         /// Connections to close: idle too long, dead, retired by a reload,
         /// drained after GOAWAY, or not reusable.
         var close: [Connection] = []
         /// Idle connections that need a timer: it fires at `at` and reports
         /// `idleTimeout` (see `Member.idleTimerArmed`).
         var idleTimers: [(connection: Connection, at: NIODeadline)] = []
+        /// The key's backoff timer to arm (it reports `backoffTimerFired`) or to cancel.
+        var backoffTimer: BackoffTimer?
 
         static var none: Action { Action() }
     }
@@ -127,9 +146,13 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
     var nextWaiterID = 0
     /// How long a connection may sit idle before it is closed (`idle_timeout`).
     let maxIdle: TimeAmount
+    /// The delays between dials after failures, with their jitter.
+    let dialBackoff: DialBackoff
+    var nextTimerID = 0
 
-    init(maxIdle: TimeAmount = .seconds(60)) {
+    init(maxIdle: TimeAmount = .seconds(60), dialBackoff: DialBackoff = DialBackoff()) {
         self.maxIdle = maxIdle
+        self.dialBackoff = dialBackoff
     }
 
     // MARK: Acquire
@@ -188,17 +211,17 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
         if mayMultiplex, entry.multiplexed != false, entry.starting > 0 {
             return enqueue(&entry, loop: loop, queueTimeout: queueTimeout)
         }
-        if entry.open < entry.limit {
+        if entry.open < entry.limit, entry.mayDial {
             entry.starting += 1
             return .dial
         }
-        // At the limit, an HTTP/2 connection on another loop with room: a stream there.
+        // At the limit (or in backoff), an HTTP/2 connection on another loop with room: a stream there.
         if let index = entry.members.firstIndex(where: { $0.hasRoomForStream }), isAlive(entry.members[index].connection) {
             entry.members[index].state = .streaming(entry.members[index].streams + 1)
             return .stream(entry.members[index].connection)
         }
         // At the limit with idle connections only on other loops: retire one, take its slot.
-        if let index = entry.members.firstIndex(where: { if case .idle = $0.state { return true } else { return false } }) {
+        if entry.mayDial, let index = entry.members.firstIndex(where: { if case .idle = $0.state { return true } else { return false } }) {
             close.append(entry.members.remove(at: index).connection)
             entry.starting += 1
             return .dial
@@ -212,11 +235,14 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
         return .wait(id: nextWaiterID, timeout: queueTimeout)
     }
 
-    /// A waiter's `queue_timeout` timer fired: it fails, unless it was served meanwhile.
+    /// A waiter's `queue_timeout` timer fired: it fails, unless it was served
+    /// meanwhile; with the last dial's failure if its key is in backoff (a
+    /// host that is down is told as such, not as a busy pool).
     mutating func waiterExpired(_ key: Key, id: Int) -> Action {
         guard let index = entries[key]?.waiters.firstIndex(where: { $0.id == id }) else { return .none }
         var action = Action()
-        action.expired = [entries[key]!.waiters.remove(at: index)]
+        action.expired = [(entries[key]!.waiters.remove(at: index), entries[key]!.backoff.lastFailure)]
+        forgetIfEmpty(key)
         return action
     }
 }
