@@ -73,7 +73,7 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// A server. With a `certificateSelector`, each connection's certificate is
-    /// chosen by SNI while the handshake is paused; without, the context's is served.
+    /// chosen by SNI during the handshake; without, the context's is served.
     public init(serverContext context: TLSContext, certificateSelector: TLSCertificateSelector? = nil) throws {
         precondition(context.configuration.role == .server, "TLSHandler(serverContext:) needs a server context")
         self.connection = try TLSConnection(
@@ -118,6 +118,10 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func startHandshake(context: ChannelHandlerContext) {
         guard case .idle = state else { return }
         state = .handshaking
+        if let selector = certificateSelector {
+            let loop = context.eventLoop
+            connection.selectCertificate = { serverName in selector(serverName, loop) }
+        }
         handshakeStep(context: context)
     }
 
@@ -127,8 +131,8 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         switch connection.doHandshake() {
         case .incomplete:
             writeCiphertext(context: context, promise: nil)
-            if case .requested(let serverName) = connection.certificateSelection {
-                selectCertificate(context: context, serverName: serverName)
+            if case .requested(let certificate) = connection.certificateSelection {
+                awaitCertificate(context: context, certificate)
             } else {
                 // The handshake needs the peer's bytes whatever the app asked for.
                 context.read()
@@ -142,16 +146,15 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    private func selectCertificate(context: ChannelHandlerContext, serverName: String?) {
-        guard let selector = certificateSelector else {
-            preconditionFailure("certificate requested with no selector (state: \(state))")
-        }
+    /// The selector answered with a future (one at hand was served inside
+    /// `cert_cb`): the handshake waits for it.
+    private func awaitCertificate(context: ChannelHandlerContext, _ certificate: EventLoopFuture<TLSCertifiedKey>) {
         state = .awaitingCertificate
         connection.certificateSelection = .pending
         let loop = context.eventLoop
         let isolated = loop.assumeIsolated()
         // Resume on a later tick of our own loop, never from inside cert_cb.
-        selector(serverName, loop).hop(to: loop).assumeIsolated().whenComplete { result in
+        certificate.hop(to: loop).assumeIsolated().whenComplete { result in
             isolated.execute {
                 self.certificateSelected(context: context, result: result)
             }
