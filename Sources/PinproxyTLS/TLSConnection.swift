@@ -122,6 +122,15 @@ final class TLSConnection {
 
     var hasPendingCiphertext: Bool { transport.hasOutput }
 
+    /// A server whose TLS 1.3 handshake just completed: what OpenSSL queued
+    /// in that last step is only its session ticket (its own Finished went
+    /// out before the client's), which the client needs for its next
+    /// connection, not this one. In TLS 1.2 the server's Finished may come
+    /// last, and the client waits for it.
+    var queuedOnlyTicket: Bool {
+        context.configuration.role == .server && SSL_version(ssl) == TLS1_3_VERSION && transport.hasOutput
+    }
+
     /// Whether a `read` could return anything now: ciphertext fed and not yet
     /// taken by OpenSSL, or a record it holds. When neither, a read can only
     /// say "want more", after allocating a record-sized buffer for nothing.

@@ -45,6 +45,10 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var readPending = false
     private var firedPlaintext = false
     private var closePromise: EventLoopPromise<Void>?
+    /// A TLS 1.3 server's session ticket waits in the BIO for the next
+    /// write (the first response, an HTTP/2 preface), so it costs no write
+    /// and no wake-up of the client of its own.
+    private var ticketHeld = false
 
     /// What the handshake settled, once it has.
     public private(set) var handshakeInfo: TLSHandshakeInfo?
@@ -138,7 +142,11 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 context.read()
             }
         case .complete:
-            writeCiphertext(context: context, promise: nil)
+            if connection.queuedOnlyTicket {
+                ticketHeld = true
+            } else {
+                writeCiphertext(context: context, promise: nil)
+            }
             handshakeCompleted(context: context)
         case .failed(let error):
             writeCiphertext(context: context, promise: nil)  // the alert, if OpenSSL queued one
@@ -267,8 +275,9 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 break loop
             }
         }
-        // Reading may have queued output (a KeyUpdate answer, an alert).
-        if connection.hasPendingCiphertext, case .active = state {
+        // Reading may have queued output (a KeyUpdate answer, an alert);
+        // a held ticket goes with the next write.
+        if connection.hasPendingCiphertext, !ticketHeld, case .active = state {
             writeCiphertext(context: context, promise: nil)
         }
     }
@@ -397,6 +406,7 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Sends whatever OpenSSL has queued, as one write, and flushes.
     private func writeCiphertext(context: ChannelHandlerContext, promise: EventLoopPromise<Void>?) {
+        ticketHeld = false
         if let ciphertext = connection.drainCiphertext() {
             context.writeAndFlush(wrapOutboundOut(ciphertext), promise: promise)
         } else {
