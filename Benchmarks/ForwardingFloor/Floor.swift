@@ -122,7 +122,7 @@ final class ConnectAnswer: ChannelInboundHandler, RemovableChannelHandler {
     private func intercept(_ target: (host: String, port: Int), context: ChannelHandlerContext) throws {
         let sync = context.pipeline.syncOperations
         let leaf = try contexts.ca.leaf(for: target.host)
-        let tls = try TLSHandler(serverContext: contexts.interception) { _, loop in loop.makeSucceededFuture(leaf) }
+        let tls = try TLSHandler(serverContext: contexts.interception) { _, _ in .ready(leaf) }
         try sync.addHandler(tls, position: .last)
         try sync.configureHTTPServerPipeline(position: .last, withPipeliningAssistance: false, withErrorHandling: false)
         try sync.addHandler(Forwarder(target: target, contexts: contexts), position: .last)

@@ -18,8 +18,8 @@ enum TLSTarget {
         role: .client, minimumVersion: .v1_2, maximumVersion: .v1_2, trustRoots: .certificates([ca.certificate])))
 
     static func serverHandler() -> TLSHandler {
-        try! TLSHandler(serverContext: serverContext) { serverName, loop in
-            loop.makeCompletedFuture { try ca.leaf(for: serverName ?? "fuzz.test") }
+        try! TLSHandler(serverContext: serverContext) { serverName, _ in
+            .init(catching: { try ca.leaf(for: serverName ?? "fuzz.test") })
         }
     }
 

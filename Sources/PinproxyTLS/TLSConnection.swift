@@ -33,14 +33,19 @@ final class TLSConnection {
         /// No selector: the context's own certificate is served.
         case fixed
         case notRequested
-        /// OpenSSL asked; the handler has not started the selector yet.
-        case requested(serverName: String?)
+        /// The selector answered with a future: the handshake is paused until
+        /// the handler has waited for it.
+        case requested(EventLoopFuture<TLSCertifiedKey>)
+        /// The handler waits for that future.
         case pending
         case ready(TLSCertifiedKey)
         case installed
         case failed(TLSError)
     }
     var certificateSelection: CertificateSelection
+    /// Asked from inside `cert_cb` with the client's SNI (set by the handler,
+    /// which knows the event loop; nil when the context's certificate is served).
+    var selectCertificate: ((_ serverName: String?) -> TLSCertificateChoice)?
 
     init(context: TLSContext, serverName: String?, verifyHostname: String?, sessionKey: String?, selectsCertificates: Bool) throws {
         OpenSSLErrorQueue.clear()
@@ -116,6 +121,15 @@ final class TLSConnection {
     }
 
     var hasPendingCiphertext: Bool { transport.hasOutput }
+
+    /// A server whose TLS 1.3 handshake just completed: what OpenSSL queued
+    /// in that last step is only its session ticket (its own Finished went
+    /// out before the client's), which the client needs for its next
+    /// connection, not this one. In TLS 1.2 the server's Finished may come
+    /// last, and the client waits for it.
+    var queuedOnlyTicket: Bool {
+        context.configuration.role == .server && SSL_version(ssl) == TLS1_3_VERSION && transport.hasOutput
+    }
 
     /// Whether a `read` could return anything now: ciphertext fed and not yet
     /// taken by OpenSSL, or a record it holds. When neither, a read can only
@@ -249,33 +263,47 @@ final class TLSConnection {
 
     // MARK: Callbacks from OpenSSL (inside SSL_do_handshake)
 
-    /// `cert_cb`: install the selected certificate, or pause the handshake
-    /// (-1) until the handler has one. Never calls out of OpenSSL.
+    /// `cert_cb`: ask the selector and install its certificate in this same
+    /// step when it has one at hand; pause the handshake (-1) only while its
+    /// answer is a future. Resuming is the handler's, on a later tick: never
+    /// re-entrantly from here.
     func certificateCallback() -> Int32 {
         switch certificateSelection {
         case .fixed, .installed:
             return 1
         case .notRequested:
             let name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name).map { String(cString: $0) }
-            certificateSelection = .requested(serverName: name)
-            return -1
+            switch selectCertificate?(name) ?? .failed(TLSError.tlsHandshake("no certificate selector")) {
+            case .ready(let certified):
+                return install(certified)
+            case .failed(let error):
+                certificateSelection = .failed(.tlsHandshake("no certificate for this server name: \(error)"))
+                return 0
+            case .pending(let future):
+                certificateSelection = .requested(future)
+                return -1
+            }
         case .requested, .pending:
             return -1
         case .failed:
             return 0
         case .ready(let certified):
-            guard let leaf = certified.chain.first,
-                  SSL_use_certificate(ssl, leaf.ref) == 1,
-                  SSL_use_PrivateKey(ssl, certified.privateKey.ref) == 1 else {
-                certificateSelection = .failed(.tlsHandshake("cannot install the selected certificate: \(OpenSSLErrorQueue.drainReason(or: "unknown"))"))
-                return 0
-            }
-            for intermediate in certified.chain.dropFirst() {
-                _ = CPinproxy_SSL_add1_chain_cert(ssl, intermediate.ref)
-            }
-            certificateSelection = .installed
-            return 1
+            return install(certified)
         }
+    }
+
+    private func install(_ certified: TLSCertifiedKey) -> Int32 {
+        guard let leaf = certified.chain.first,
+              SSL_use_certificate(ssl, leaf.ref) == 1,
+              SSL_use_PrivateKey(ssl, certified.privateKey.ref) == 1 else {
+            certificateSelection = .failed(.tlsHandshake("cannot install the selected certificate: \(OpenSSLErrorQueue.drainReason(or: "unknown"))"))
+            return 0
+        }
+        for intermediate in certified.chain.dropFirst() {
+            _ = CPinproxy_SSL_add1_chain_cert(ssl, intermediate.ref)
+        }
+        certificateSelection = .installed
+        return 1
     }
 
     /// The new-session callback: keep the session for the next connection to this peer.

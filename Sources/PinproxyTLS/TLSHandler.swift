@@ -45,6 +45,10 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var readPending = false
     private var firedPlaintext = false
     private var closePromise: EventLoopPromise<Void>?
+    /// A TLS 1.3 server's session ticket waits in the BIO for the next
+    /// write (the first response, an HTTP/2 preface), so it costs no write
+    /// and no wake-up of the client of its own.
+    private var ticketHeld = false
 
     /// What the handshake settled, once it has.
     public private(set) var handshakeInfo: TLSHandshakeInfo?
@@ -73,7 +77,7 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// A server. With a `certificateSelector`, each connection's certificate is
-    /// chosen by SNI while the handshake is paused; without, the context's is served.
+    /// chosen by SNI during the handshake; without, the context's is served.
     public init(serverContext context: TLSContext, certificateSelector: TLSCertificateSelector? = nil) throws {
         precondition(context.configuration.role == .server, "TLSHandler(serverContext:) needs a server context")
         self.connection = try TLSConnection(
@@ -118,6 +122,10 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func startHandshake(context: ChannelHandlerContext) {
         guard case .idle = state else { return }
         state = .handshaking
+        if let selector = certificateSelector {
+            let loop = context.eventLoop
+            connection.selectCertificate = { serverName in selector(serverName, loop) }
+        }
         handshakeStep(context: context)
     }
 
@@ -127,14 +135,18 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         switch connection.doHandshake() {
         case .incomplete:
             writeCiphertext(context: context, promise: nil)
-            if case .requested(let serverName) = connection.certificateSelection {
-                selectCertificate(context: context, serverName: serverName)
+            if case .requested(let certificate) = connection.certificateSelection {
+                awaitCertificate(context: context, certificate)
             } else {
                 // The handshake needs the peer's bytes whatever the app asked for.
                 context.read()
             }
         case .complete:
-            writeCiphertext(context: context, promise: nil)
+            if connection.queuedOnlyTicket {
+                ticketHeld = true
+            } else {
+                writeCiphertext(context: context, promise: nil)
+            }
             handshakeCompleted(context: context)
         case .failed(let error):
             writeCiphertext(context: context, promise: nil)  // the alert, if OpenSSL queued one
@@ -142,16 +154,15 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    private func selectCertificate(context: ChannelHandlerContext, serverName: String?) {
-        guard let selector = certificateSelector else {
-            preconditionFailure("certificate requested with no selector (state: \(state))")
-        }
+    /// The selector answered with a future (one at hand was served inside
+    /// `cert_cb`): the handshake waits for it.
+    private func awaitCertificate(context: ChannelHandlerContext, _ certificate: EventLoopFuture<TLSCertifiedKey>) {
         state = .awaitingCertificate
         connection.certificateSelection = .pending
         let loop = context.eventLoop
         let isolated = loop.assumeIsolated()
         // Resume on a later tick of our own loop, never from inside cert_cb.
-        selector(serverName, loop).hop(to: loop).assumeIsolated().whenComplete { result in
+        certificate.hop(to: loop).assumeIsolated().whenComplete { result in
             isolated.execute {
                 self.certificateSelected(context: context, result: result)
             }
@@ -264,8 +275,9 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 break loop
             }
         }
-        // Reading may have queued output (a KeyUpdate answer, an alert).
-        if connection.hasPendingCiphertext, case .active = state {
+        // Reading may have queued output (a KeyUpdate answer, an alert);
+        // a held ticket goes with the next write.
+        if connection.hasPendingCiphertext, !ticketHeld, case .active = state {
             writeCiphertext(context: context, promise: nil)
         }
     }
@@ -394,6 +406,7 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Sends whatever OpenSSL has queued, as one write, and flushes.
     private func writeCiphertext(context: ChannelHandlerContext, promise: EventLoopPromise<Void>?) {
+        ticketHeld = false
         if let ciphertext = connection.drainCiphertext() {
             context.writeAndFlush(wrapOutboundOut(ciphertext), promise: promise)
         } else {

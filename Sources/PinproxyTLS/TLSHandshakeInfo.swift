@@ -36,10 +36,28 @@ public struct TLSCertifiedKey: Sendable {
     }
 }
 
+/// A certificate selector's answer.
+public enum TLSCertificateChoice {
+    /// At hand: served from inside OpenSSL's certificate callback, so the
+    /// handshake goes on in the same step (an interception's leaf is known
+    /// from the CONNECT, and the CA's cache usually holds it).
+    case ready(TLSCertifiedKey)
+    /// No certificate: the handshake fails with this reason.
+    case failed(any Error)
+    /// Not yet: the handshake pauses and resumes on a later tick of the
+    /// connection's loop once the future completes (on any thread).
+    case pending(EventLoopFuture<TLSCertifiedKey>)
+
+    /// `.ready` with what `body` returns, `.failed` with what it throws.
+    public init(catching body: () throws -> TLSCertifiedKey) {
+        do { self = .ready(try body()) } catch { self = .failed(error) }
+    }
+}
+
 /// Chooses a server certificate for the SNI a client asked for (nil: no SNI).
-/// Called on the connection's event loop while the handshake is paused; the
-/// future may complete on any thread, and the handshake resumes on the next tick.
-public typealias TLSCertificateSelector = @Sendable (_ serverName: String?, _ eventLoop: any EventLoop) -> EventLoopFuture<TLSCertifiedKey>
+/// Called on the connection's event loop from inside OpenSSL's `cert_cb`: it
+/// must not touch the channel (the handshake is in progress beneath it).
+public typealias TLSCertificateSelector = @Sendable (_ serverName: String?, _ eventLoop: any EventLoop) -> TLSCertificateChoice
 
 /// A caller's verdict on a peer whose chain OpenSSL already verified.
 public enum TLSPeerDecision: Sendable {

@@ -10,8 +10,8 @@ import Testing
 struct TLSServerTests {
     /// Serves leaves minted by `ca` for whatever SNI the client sends.
     static func mintingSelector(_ ca: CertificateAuthority, fallback: String = "localhost") -> TLSCertificateSelector {
-        { serverName, loop in
-            loop.makeCompletedFuture { try ca.leaf(for: serverName ?? fallback) }
+        { serverName, _ in
+            .init(catching: { try ca.leaf(for: serverName ?? fallback) })
         }
     }
 

@@ -20,19 +20,21 @@ enum SessionInstaller {
         let interception = RequestRouter.Interception(host: host, port: port, policy: policy, identity: identity, transparent: transparent)
         let reporter = ClientHandshakeReporter(services: services, clientAddress: clientAddress, connectHost: host)
         let reporterOnLoop = NIOLoopBound(reporter, eventLoop: context.eventLoop)
-        // The CONNECT host names the leaf; a different SNI is only logged.
-        let selector: TLSCertificateSelector = { serverName, loop in
+        // The CONNECT host names the leaf; a different SNI is only logged. The
+        // leaf is at hand (the CA's cache, or minted here on the loop as
+        // before), so it is served inside the handshake's certificate callback.
+        let selector: TLSCertificateSelector = { serverName, _ in
             reporterOnLoop.value.clientSNI = serverName  // for the log, should the app then refuse the certificate
             if let serverName, !Authority(host: serverName, port: nil).sameHost(as: host) {
                 services.logger.notice("client SNI differs from the CONNECT host", metadata: [
                     "client": "\(clientAddress)", "connect_host": "\(host)", "sni": "\(serverName)",
                 ])
             }
-            return loop.makeCompletedFuture {
+            return TLSCertificateChoice(catching: {
                 let (leaf, minted) = try services.ca.leafReportingMint(for: host)
                 if minted { services.instrumentation.mintedCertificate() }
                 return leaf
-            }
+            })
         }
         let http2 = services.store.snapshot.config.http2
         let tls = try TLSHandler(serverContext: http2 ? services.interceptionContext : services.interceptionContextHTTP1,
