@@ -175,7 +175,8 @@ let package = Package(
             path: "Benchmarks/TLSBench"
         ),
         // bench/run's "floor": pinproxy's TLS and NIO's HTTP/1 codecs on both
-        // legs, forwarding parts and nothing else (what the layers cost alone).
+        // legs, forwarding parts and nothing else (what the layers cost alone);
+        // for an app that chooses h2, NIO's HTTP/2 on both legs, forwarding frames.
         .executableTarget(
             name: "pinproxy-floor",
             dependencies: [
@@ -183,6 +184,8 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/ForwardingFloor"

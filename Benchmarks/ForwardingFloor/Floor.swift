@@ -14,12 +14,15 @@
 //
 // It listens on 127.0.0.1:N with one event loop (as bench/run's `pinproxy`
 // path), writes the CA its leaves are minted from to FILE, and verifies
-// upstreams against --upstream-ca. SIGTERM or SIGINT stops it.
+// upstreams against --upstream-ca. SIGTERM or SIGINT stops it. An app that
+// chooses `h2` in ALPN (as pinproxy offers it) gets the HTTP/2 path of
+// FloorHTTP2.swift.
 import ArgumentParser
 import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOTLS
 import PinproxyTLS
 
 @main
@@ -40,9 +43,14 @@ struct Floor: ParsableCommand {
     func run() throws {
         let ca = try CertificateAuthority.create(commonName: "pinproxy-floor CA")
         try ca.certificate.pemString.write(toFile: caOut, atomically: true, encoding: .utf8)
+        var interception = TLSConfiguration.server(minimumVersion: .v1_2)
+        interception.applicationProtocols = ["h2", "http/1.1"]  // as pinproxy's interception context
+        var upstreamH2 = TLSConfiguration.client(minimumVersion: .v1_3, trustRoots: .file(upstreamCA))
+        upstreamH2.applicationProtocols = ["h2"]
         let contexts = Contexts(
-            interception: try TLSContext(configuration: .server(minimumVersion: .v1_2)),
+            interception: try TLSContext(configuration: interception),
             upstream: try TLSContext(configuration: .client(minimumVersion: .v1_3, trustRoots: .file(upstreamCA))),
+            upstreamH2: try TLSContext(configuration: upstreamH2),
             ca: ca)
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -77,11 +85,14 @@ struct Floor: ParsableCommand {
 struct Contexts: Sendable {
     let interception: TLSContext
     let upstream: TLSContext
+    /// Offers only `h2`: the h2 path's upstream.
+    let upstreamH2: TLSContext
     let ca: CertificateAuthority
 }
 
 /// Answers a CONNECT with 200, then swaps the listener's HTTP layers for TLS
-/// (a leaf for the CONNECT host) and HTTP again, with a `Forwarder` on top.
+/// (a leaf for the CONNECT host) and, once ALPN settles, HTTP/1.1 with a
+/// `Forwarder` on top or HTTP/2 (`FloorHTTP2`).
 final class ConnectAnswer: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -124,8 +135,18 @@ final class ConnectAnswer: ChannelInboundHandler, RemovableChannelHandler {
         let leaf = try contexts.ca.leaf(for: target.host)
         let tls = try TLSHandler(serverContext: contexts.interception) { _, _ in .ready(leaf) }
         try sync.addHandler(tls, position: .last)
-        try sync.configureHTTPServerPipeline(position: .last, withPipeliningAssistance: false, withErrorHandling: false)
-        try sync.addHandler(Forwarder(target: target, contexts: contexts), position: .last)
+        let contexts = self.contexts
+        try sync.addHandler(NIOTypedApplicationProtocolNegotiationHandler<Void> { result, channel in
+            channel.eventLoop.makeCompletedFuture {
+                if case .negotiated("h2") = result {
+                    try FloorHTTP2.configure(channel, target: target, contexts: contexts)
+                } else {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.configureHTTPServerPipeline(position: .last, withPipeliningAssistance: false, withErrorHandling: false)
+                    try sync.addHandler(Forwarder(target: target, contexts: contexts), position: .last)
+                }
+            }
+        }, position: .last)
         // As pinproxy's SessionInstaller: the handlers taking HTTP parts first, so
         // the decoder hands any bytes past the CONNECT head to the new layers.
         _ = sync.removeHandler(context: context)

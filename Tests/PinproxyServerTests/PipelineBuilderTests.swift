@@ -65,7 +65,8 @@ struct PipelineBuilderTests {
                     "HTTP2ConnectionEnd"])
     }
 
-    @Test func anInterceptedStreamIsTheFrameAdaptersThenItsExchange() throws {
+    /// No HTTP/1 codec on a stream: one adapter from frame payloads to the exchange's parts.
+    @Test func anInterceptedStreamIsTheFrameAdapterThenItsExchange() throws {
         let proxy = try EmbeddedProxy()
         let stream = EmbeddedChannel()
         defer { _ = try? stream.finish(acceptAlreadyClosed: true) }
@@ -77,8 +78,7 @@ struct PipelineBuilderTests {
             exchange: HTTPExchangeHandler(services: proxy.services, interception: .init(host: "intercept.test", port: 443, policy: policy),
                                           clientAddress: "127.0.0.1:1", headTimer: timer, limits: limits, clientProtocol: .h2))
         #expect(PipelineShapes.handlers(stream.pipeline)
-                == ["HeadersOnlyResponseMerger", "RequestAuthorityFromHost", "HTTP2FramePayloadToHTTP1ServerCodec",
-                    "HTTP2RequestFramer", "HTTPExchangeHandler"])
+                == ["HTTP2StreamAdapter", "HTTPExchangeHandler"])
     }
 
     // MARK: Upstream
@@ -128,11 +128,11 @@ struct PipelineBuilderTests {
         }
     }
 
-    @Test func anUpstreamStreamIsTheHTTP1ViewAndItsHandler() throws {
+    @Test func anUpstreamStreamIsTheFrameAdapterAndItsHandler() throws {
         let stream = EmbeddedChannel()
         defer { _ = try? stream.finish(acceptAlreadyClosed: true) }
         _ = try UpstreamHTTP2Pipeline.configureStream(stream)
-        #expect(PipelineShapes.handlers(stream.pipeline) == ["HTTP2FramePayloadToHTTP1ClientCodec", "UpstreamHTTPHandler"])
+        #expect(PipelineShapes.handlers(stream.pipeline) == ["UpstreamHTTP2StreamAdapter", "UpstreamHTTPHandler"])
     }
 
     // MARK: Splices and the parent tunnel

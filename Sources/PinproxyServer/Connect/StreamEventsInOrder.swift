@@ -7,7 +7,7 @@ import NIOHTTP2
 ///
 /// swift-nio-http2 reports a stream's creation only after it has handed the
 /// stream its first frame. A stream that ends inside that first read (its
-/// exchange refuses at once: a head the codec rejects) is reset from within
+/// exchange refuses at once: a head `HTTP2StreamAdapter` rejects) is reset from within
 /// the creation report, and the reset's close report overtakes it. The
 /// manager then asserted ("Can't close stream 1, it wasn't open") in a debug
 /// build and, in release, counted the stream open for ever, so the connection

@@ -12,8 +12,9 @@ enum ClientProtocol: String, Sendable {
 }
 
 /// An intercepted session whose app chose `h2` in ALPN: swift-nio-http2's
-/// server pipeline after the TLS layer, and on each stream the HTTP/1 codec
-/// view and its own `HTTPExchangeHandler`, the same exchange code as an
+/// server pipeline after the TLS layer, and on each stream an
+/// `HTTP2StreamAdapter` (frame payloads to request parts and back, no HTTP/1
+/// codec) and its own `HTTPExchangeHandler`, the same exchange code as an
 /// HTTP/1.1 request (docs/contract.md §11).
 enum InterceptedHTTP2Pipeline {
     /// Adds the connection's shape at the end of `channel`'s pipeline (NIO's
@@ -75,10 +76,7 @@ enum InterceptedHTTP2Pipeline {
     /// target builds its HTTP/2 streams with this too).
     static func configureStream(_ sync: ChannelPipeline.SynchronousOperations, idleTimeout: TimeAmount,
                                 exchange: HTTPExchangeHandler) throws {
-        try sync.addHandler(HeadersOnlyResponseMerger())
-        try sync.addHandler(RequestAuthorityFromHost())
-        try sync.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
-        try sync.addHandler(HTTP2RequestFramer(idleTimeout: idleTimeout))
+        try sync.addHandler(HTTP2StreamAdapter(idleTimeout: idleTimeout))
         try sync.addHandler(exchange)
     }
 

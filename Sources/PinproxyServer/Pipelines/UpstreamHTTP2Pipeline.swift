@@ -6,7 +6,8 @@ import PinproxyTLS
 /// An upstream connection whose server selected `h2`: swift-nio-http2's
 /// client pipeline after the TLS layer and an `UpstreamHTTP2ConnectionHandler`
 /// (the server's stream limit and GOAWAY, for the pool); each stream an
-/// exchange opens gets the HTTP/1 codec view and an `UpstreamHTTPHandler`,
+/// exchange opens gets an `UpstreamHTTP2StreamAdapter` (request parts to
+/// frame payloads and back, no HTTP/1 codec) and an `UpstreamHTTPHandler`,
 /// so an exchange holds a stream as it would hold an HTTP/1.1 connection.
 enum UpstreamHTTP2Pipeline {
     /// Adds the connection's shape at the end of `channel`'s pipeline, with
@@ -38,7 +39,7 @@ enum UpstreamHTTP2Pipeline {
         try stream.syncOptions?.setOption(.autoRead, value: false)
         let sync = stream.pipeline.syncOperations
         let handler = UpstreamHTTPHandler(ready: stream.eventLoop.makePromise(), usesTLS: false)
-        try sync.addHandler(HTTP2FramePayloadToHTTP1ClientCodec(httpProtocol: .https))
+        try sync.addHandler(UpstreamHTTP2StreamAdapter())
         try sync.addHandler(handler)
         return handler
     }

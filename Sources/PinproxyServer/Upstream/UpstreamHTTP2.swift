@@ -67,8 +67,8 @@ final class UpstreamHTTP2ConnectionHandler: ChannelInboundHandler, UpstreamClose
     }
 }
 
-/// Opens streams on one upstream HTTP/2 connection, each with the HTTP/1
-/// codec view and an `UpstreamHTTPHandler`, so an exchange holds a stream as
+/// Opens streams on one upstream HTTP/2 connection, each with an
+/// `UpstreamHTTP2StreamAdapter` and an `UpstreamHTTPHandler`, so an exchange holds a stream as
 /// it would hold an HTTP/1.1 connection.
 final class UpstreamMultiplexer: @unchecked Sendable {
     let streams: NIOHTTP2Handler.StreamMultiplexer

@@ -1,0 +1,212 @@
+// The floor's HTTP/2 path, for bench/run's h2 case: what pinproxy cannot
+// avoid for one h2 stream. The app's TLS and swift-nio-http2's server with a
+// child channel per stream; one upstream h2 connection per app connection
+// (pinproxy pools one for many), dialled at the first stream, with a child
+// channel per stream too; each stream's frame payloads forwarded as they come,
+// unchanged both ways (the same `:authority` goes to the same upstream). No
+// HTTP/1 view, no header conversion, no policy, pins, access line, metrics
+// or deadlines.
+import NIOCore
+import NIOHTTP2
+import NIOPosix
+import PinproxyTLS
+
+enum FloorHTTP2 {
+    /// NIO's HTTP/2 server on an app connection whose handshake chose `h2`.
+    static func configure(_ channel: any Channel, target: (host: String, port: Int), contexts: Contexts) throws {
+        let upstream = UpstreamH2Connection(target: target, contexts: contexts, loop: channel.eventLoop)
+        let http2 = NIOHTTP2Handler(
+            mode: .server, eventLoop: channel.eventLoop, connectionConfiguration: .init(), streamConfiguration: .init()
+        ) { stream in
+            stream.eventLoop.makeCompletedFuture {
+                try stream.pipeline.syncOperations.addHandler(AppStream(upstream: upstream))
+            }
+        }
+        try channel.pipeline.syncOperations.addHandler(http2)
+        channel.closeFuture.whenComplete { _ in upstream.close() }
+    }
+}
+
+/// The app connection's one upstream h2 connection, dialled at its first
+/// stream; streams opened before it is up wait for it. Confined to the loop.
+final class UpstreamH2Connection: @unchecked Sendable {
+    private enum State {
+        case idle
+        /// Streams waiting for the dial: each asks again once it settles.
+        case dialling([() -> Void])
+        case ready(any Channel, NIOHTTP2Handler.StreamMultiplexer)
+        case closed
+    }
+
+    private let target: (host: String, port: Int)
+    private let contexts: Contexts
+    private let loop: any EventLoop
+    private var state = State.idle
+
+    init(target: (host: String, port: Int), contexts: Contexts, loop: any EventLoop) {
+        self.target = target
+        self.contexts = contexts
+        self.loop = loop
+    }
+
+    /// A new upstream stream whose frames go to `app`; nil if the upstream is gone.
+    func openStream(for app: AppStream, then: @escaping ((any Channel)?) -> Void) {
+        switch state {
+        case .idle:
+            state = .dialling([])
+            dial()
+            openStream(for: app, then: then)
+        case .dialling(var waiting):
+            waiting.append { self.openStream(for: app, then: then) }
+            state = .dialling(waiting)
+        case .ready(_, let multiplexer):
+            let opened = loop.makePromise(of: (any Channel).self)
+            multiplexer.createStreamChannel(promise: opened) { stream in
+                stream.eventLoop.makeCompletedFuture {
+                    try stream.pipeline.syncOperations.addHandler(UpstreamStream(app: app))
+                }
+            }
+            opened.futureResult.assumeIsolated().whenComplete { result in then(try? result.get()) }
+        case .closed:
+            then(nil)
+        }
+    }
+
+    func close() {
+        if case .ready(let channel, _) = state { channel.close(promise: nil) }
+        failWaiting()
+    }
+
+    private func failWaiting() {
+        let waiting: [() -> Void]
+        if case .dialling(let list) = state { waiting = list } else { waiting = [] }
+        state = .closed
+        for resume in waiting { resume() }
+    }
+
+    private func dial() {
+        let contexts = self.contexts
+        let host = target.host
+        ClientBootstrap(group: loop)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(TLSHandler(clientContext: contexts.upstreamH2, serverName: host))
+                    let http2 = NIOHTTP2Handler(
+                        mode: .client, eventLoop: channel.eventLoop, connectionConfiguration: .init(), streamConfiguration: .init()
+                    ) { stream in
+                        stream.close(promise: nil)  // no push
+                        return stream.eventLoop.makeSucceededVoidFuture()
+                    }
+                    try sync.addHandler(http2)
+                }
+            }
+            .connect(host: target.host, port: target.port)
+            .assumeIsolated().whenComplete { result in
+                guard case .dialling(let waiting) = self.state else {
+                    if case .success(let channel) = result { channel.close(promise: nil) }
+                    return
+                }
+                switch result {
+                case .failure:
+                    self.failWaiting()
+                case .success(let channel):
+                    guard let multiplexer = try? channel.pipeline.syncOperations.handler(type: NIOHTTP2Handler.self).syncMultiplexer() else {
+                        channel.close(promise: nil)
+                        return self.failWaiting()
+                    }
+                    self.state = .ready(channel, multiplexer)
+                    for resume in waiting { resume() }
+                }
+            }
+    }
+}
+
+/// One app stream: its frames go to its upstream stream as they come.
+final class AppStream: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = HTTP2Frame.FramePayload
+    typealias OutboundOut = HTTP2Frame.FramePayload
+
+    private let upstream: UpstreamH2Connection
+    private var peer: (any Channel)?
+    private var pending: [HTTP2Frame.FramePayload] = []
+    private var context: ChannelHandlerContext?
+
+    init(upstream: UpstreamH2Connection) {
+        self.upstream = upstream
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        upstream.openStream(for: self) { stream in
+            guard let stream else { return context.close(promise: nil) }
+            self.peer = stream
+            for payload in self.pending { stream.write(payload, promise: nil) }
+            self.pending = []
+            stream.flush()
+        }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let payload = unwrapInboundIn(data)
+        if let peer { peer.write(payload, promise: nil) } else { pending.append(payload) }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        peer?.flush()
+        context.fireChannelReadComplete()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        peer?.close(promise: nil)
+        self.context = nil
+        context.fireChannelInactive()
+    }
+
+    /// From the upstream stream.
+    func received(_ payload: HTTP2Frame.FramePayload) {
+        context?.write(wrapOutboundOut(payload), promise: nil)
+    }
+
+    func flush() {
+        context?.flush()
+    }
+
+    func reset() {
+        context?.close(promise: nil)
+    }
+}
+
+/// One upstream stream: its frames go back to the app stream as they come.
+final class UpstreamStream: ChannelInboundHandler {
+    typealias InboundIn = HTTP2Frame.FramePayload
+
+    private let app: AppStream
+    /// The upstream ended its response: the app stream closes by itself once it has sent it.
+    private var ended = false
+
+    init(app: AppStream) {
+        self.app = app
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let payload = unwrapInboundIn(data)
+        switch payload {
+        case .headers(let headers): ended = ended || headers.endStream
+        case .data(let data): ended = ended || data.endStream
+        default: break
+        }
+        app.received(payload)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if !ended { app.reset() }  // RST_STREAM or a lost connection: the app's stream ends too
+        context.fireChannelInactive()
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        app.flush()
+        context.fireChannelReadComplete()
+    }
+}

@@ -1,0 +1,135 @@
+import NIOHPACK
+import NIOHTTP1
+
+/// Header blocks of an HTTP/2 stream to and from the heads an exchange
+/// speaks, in one pass each, with the rules swift-nio-http2's HTTP/1 codec
+/// pair applied (docs/contract.md §11). `NIOHTTP2Handler`'s own validation
+/// (pseudo-header order and set, field names and values, connection-specific
+/// fields, `te`, trailers, `content-length` against DATA) runs before a block
+/// reaches these and stays on; what is checked here again is what a head is
+/// built from, so a stream fed frames without that handler (the fuzz target)
+/// is refused the same.
+enum HTTP2HeaderBlocks {
+    /// Why a header block cannot become a head: the stream is refused (reset).
+    enum Malformed: Error, Equatable {
+        case missingPseudoHeader(String)
+        case duplicatePseudoHeader(String)
+        case invalidPseudoHeaderValue(String)
+        /// Neither `:authority` nor exactly one `host` (RFC 9113 §8.3.1).
+        case noAuthority
+        case invalidStatus
+        /// An HTTP/1 head upstream without exactly one `Host` to become `:authority`.
+        case requestWithoutHost
+    }
+
+    // MARK: Requests (app → exchange)
+
+    /// The exchange's head for an app's request block: `host` from
+    /// `:authority` unless the block has its own, and the framing NIO's codec
+    /// gave (`content-length: 0` or `transfer-encoding: chunked` for a method
+    /// that expects a body and declares no length; nothing for GET, HEAD,
+    /// DELETE, CONNECT, TRACE, which `HTTP2StreamAdapter` frames once the
+    /// stream shows whether a body follows).
+    static func requestHead(_ block: HPACKHeaders, endStream: Bool) throws -> HTTPRequestHead {
+        var method: String?
+        var path: String?
+        var scheme: String?
+        var authority: String?
+        for (name, value, _) in block where name.utf8.first == UInt8(ascii: ":") {
+            switch name {
+            case ":method": method = try pseudo(name, value, seen: method)
+            case ":path": path = try pseudo(name, value, seen: path)
+            case ":scheme": scheme = try pseudo(name, value, seen: scheme)
+            case ":authority": authority = try pseudo(name, value, seen: authority)
+            default: break  // :protocol (extended CONNECT): NIO's validation decides
+            }
+        }
+        guard let method else { throw Malformed.missingPseudoHeader(":method") }
+        guard let path else { throw Malformed.missingPseudoHeader(":path") }
+        guard scheme != nil else { throw Malformed.missingPseudoHeader(":scheme") }
+        var hosts = 0
+        var hasLength = false
+        for (name, _, _) in block {
+            if name == "host" { hosts += 1 } else if name == "content-length" { hasLength = true }
+        }
+        // RFC 9113 §8.3.1: a client converting from HTTP/1.1 may send `host`
+        // alone; that one `host` is then the authority checked (421). With
+        // both, `host` is kept and checked, as NIO's codec kept it.
+        guard authority != nil || hosts == 1 else { throw Malformed.noAuthority }
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(block.count)
+        if hosts == 0, let authority { headers.add(name: "host", value: authority) }
+        let httpMethod = HTTPMethod(rawValue: method)
+        switch httpMethod {
+        case .GET, .HEAD, .DELETE, .CONNECT, .TRACE:
+            break
+        default:
+            if !hasLength { headers.add(name: endStream ? "content-length" : "transfer-encoding", value: endStream ? "0" : "chunked") }
+        }
+        for (name, value, _) in block where name.utf8.first != UInt8(ascii: ":") {
+            headers.add(name: name, value: value)
+        }
+        return HTTPRequestHead(version: .http2, method: httpMethod, uri: path, headers: headers)
+    }
+
+    /// A pseudo-header's value, once, without a byte that could split an
+    /// HTTP/1 request line (control characters, space, DEL).
+    private static func pseudo(_ name: String, _ value: String, seen: String?) throws -> String {
+        guard seen == nil else { throw Malformed.duplicatePseudoHeader(name) }
+        guard !value.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else { throw Malformed.invalidPseudoHeaderValue(name) }
+        return value
+    }
+
+    /// A trailers block's fields (pseudo-headers are NIO's validation's to refuse).
+    static func fields(_ block: HPACKHeaders) -> HTTPHeaders {
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(block.count)
+        for (name, value, _) in block where name.utf8.first != UInt8(ascii: ":") {
+            headers.add(name: name, value: value)
+        }
+        return headers
+    }
+
+    // MARK: Responses (exchange → app)
+
+    /// The block for a response head: `:status`, then its fields with names
+    /// lowercased and the connection-specific ones HTTP/2 forbids (RFC 9113
+    /// §8.2.2; and those `Connection` names) left out, as NIO's codec
+    /// normalised them.
+    static func responseBlock(_ head: HTTPResponseHead) -> HPACKHeaders {
+        var block = HPACKHeaders()
+        block.reserveCapacity(head.headers.count + 1)
+        block.add(name: ":status", value: String(head.status.code))
+        appendNormalised(head.headers, to: &block)
+        return block
+    }
+
+    /// A trailers block.
+    static func trailerBlock(_ trailers: HTTPHeaders) -> HPACKHeaders {
+        var block = HPACKHeaders()
+        block.reserveCapacity(trailers.count)
+        appendNormalised(trailers, to: &block)
+        return block
+    }
+
+    /// `headers` onto `block`, normalised; `droppingHost`: a request's `Host`
+    /// already went as its `:authority`.
+    static func appendNormalised(_ headers: HTTPHeaders, to block: inout HPACKHeaders, droppingHost: Bool = false) {
+        // Only a head with a `Connection` field names more fields to drop (rare: the exchange strips hop-by-hop).
+        let named = headers.contains(name: "connection") ? Set(headers[canonicalForm: "connection"].map { $0.lowercased() }) : []
+        for (name, value) in headers {
+            let lower = lowercased(name)
+            switch lower {
+            case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade": continue
+            case "host" where droppingHost: continue
+            default: if !named.isEmpty && named.contains(lower) { continue }
+            }
+            block.add(name: lower, value: value)
+        }
+    }
+
+    /// `name` in lowercase, without a new string when it already is.
+    static func lowercased(_ name: String) -> String {
+        name.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) ? name.lowercased() : name
+    }
+}

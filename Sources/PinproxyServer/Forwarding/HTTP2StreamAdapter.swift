@@ -1,0 +1,223 @@
+import NIOCore
+import NIOHPACK
+import NIOHTTP1
+import NIOHTTP2
+
+/// The edge of an exchange on one app HTTP/2 stream: the stream's frame
+/// payloads become the exchange's request parts, and its response parts
+/// become frame payloads, directly. It stands where swift-nio-http2's
+/// `HTTP2FramePayloadToHTTP1ServerCodec` and three handlers around it stood
+/// (`host` as the authority, the request's framing, a headers-only answer
+/// kept as one frame), in one handler and one header conversion each way
+/// (`HTTP2HeaderBlocks`): per request that is three channel handlers fewer
+/// and no intermediate header arrays (bench/README.md, 2026-11-27).
+///
+/// Requests (docs/contract.md §11): HEADERS is the head (a malformed head is
+/// an error, and the exchange resets the stream); DATA is body, END_STREAM
+/// the end, a second HEADERS the trailers. HTTP/2 ends a body with
+/// END_STREAM, not with a header, and a head that frames no body (GET, HEAD,
+/// DELETE, CONNECT or TRACE without `content-length`) may still be followed
+/// by DATA: sent upstream over HTTP/1.1 behind a head that frames nothing,
+/// those bytes would be read as the next request on that connection
+/// (smuggling, which could hand the app a token attached to somebody else's
+/// request). So such a head is held until the stream says which it is: its
+/// end (no body: the head goes on as it is) or its first byte of body (the
+/// head goes on with `transfer-encoding: chunked`). Empty DATA frames say
+/// nothing and are dropped. After `idle_timeout` with neither, the head goes
+/// on chunked and the exchange's own body deadline answers it (408). The
+/// exchange itself refuses any body its head does not frame, so the holding
+/// keeps such requests working, not safe.
+///
+/// Responses: a final head followed at once by its end without a body
+/// (gRPC's trailers-only answer) leaves as one HEADERS frame with
+/// END_STREAM, as the upstream sent it; a flush in between sends the head
+/// alone. Otherwise each part is one frame: HEADERS, DATA, and the end as
+/// trailers (HEADERS with END_STREAM) or an empty DATA with END_STREAM.
+final class HTTP2StreamAdapter: ChannelDuplexHandler {
+    typealias InboundIn = HTTP2Frame.FramePayload
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTP2Frame.FramePayload
+
+    private enum Request {
+        case awaitingHead
+        /// The head frames no body and the stream has not ended yet.
+        case holding(HTTPRequestHead)
+        /// The head went on: DATA is body, HEADERS the trailers.
+        case passing
+        /// The request ended, or a malformed head was refused: nothing more
+        /// goes to the exchange (NIO's stream state refuses frames after
+        /// END_STREAM; this holds without it too).
+        case over
+    }
+
+    private var request = Request.awaitingHead
+    private let idleTimeout: TimeAmount
+    private var stall: Scheduled<Void>?
+    /// A final response head not yet written: it may end the stream itself.
+    private var heldHead: (HTTP2Frame.FramePayload.Headers, EventLoopPromise<Void>?)?
+
+    /// An empty DATA frame's bytes, shared (a `ByteBuffer` is a value).
+    private static let empty = ByteBuffer()
+
+    init(idleTimeout: TimeAmount) {
+        self.idleTimeout = idleTimeout
+    }
+
+    // MARK: Request
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .headers(let headers):
+            receivedHeaders(headers, context: context)
+        case .data(let data):
+            guard case .byteBuffer(let bytes) = data.data else { return }  // the network hands on bytes only
+            receivedBody(bytes, endStream: data.endStream, context: context)
+        default:
+            break  // RST_STREAM, WINDOW_UPDATE, PRIORITY: NIO's and the stream channel's
+        }
+    }
+
+    private func receivedHeaders(_ headers: HTTP2Frame.FramePayload.Headers, context: ChannelHandlerContext) {
+        switch request {
+        case .awaitingHead:
+            let head: HTTPRequestHead
+            do {
+                head = try HTTP2HeaderBlocks.requestHead(headers.headers, endStream: headers.endStream)
+            } catch {
+                request = .over
+                context.fireErrorCaught(error)
+                return
+            }
+            if headers.endStream {
+                request = .over
+                context.fireChannelRead(wrapInboundOut(.head(head)))
+                context.fireChannelRead(wrapInboundOut(.end(nil)))
+            } else if Self.framesNothing(head) {
+                hold(head, context: context)
+            } else {
+                request = .passing
+                context.fireChannelRead(wrapInboundOut(.head(head)))
+            }
+        case .holding:
+            release(context: context, then: .end(HTTP2HeaderBlocks.fields(headers.headers)))
+        case .passing:
+            request = .over
+            context.fireChannelRead(wrapInboundOut(.end(HTTP2HeaderBlocks.fields(headers.headers))))
+        case .over:
+            break
+        }
+    }
+
+    private func receivedBody(_ bytes: ByteBuffer, endStream: Bool, context: ChannelHandlerContext) {
+        switch request {
+        case .holding:
+            if bytes.readableBytes == 0 {
+                if endStream { release(context: context, then: .end(nil)) }  // else: says nothing yet
+                return
+            }
+            release(context: context, then: .body(bytes))
+            if endStream { end(context: context) }
+        case .passing:
+            if bytes.readableBytes > 0 || !endStream { context.fireChannelRead(wrapInboundOut(.body(bytes))) }
+            if endStream { end(context: context) }
+        case .awaitingHead, .over:
+            break  // DATA before HEADERS is NIO's protocol error
+        }
+    }
+
+    private func end(context: ChannelHandlerContext) {
+        request = .over
+        context.fireChannelRead(wrapInboundOut(.end(nil)))
+    }
+
+    private func hold(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
+        request = .holding(head)
+        guard idleTimeout > .zero else { return }  // idle_timeout 0: no deadline, as for bodies
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        stall = context.eventLoop.scheduleTask(in: idleTimeout) {
+            let (adapter, context) = bound.value
+            adapter.release(context: context, then: nil)
+        }
+    }
+
+    /// Sends the held head on, then `part`. The head is framed `chunked`
+    /// unless the stream ended with it; with no part (the stall), the head
+    /// goes alone and the exchange waits for its body under its own deadline.
+    private func release(context: ChannelHandlerContext, then part: HTTPServerRequestPart?) {
+        guard case .holding(var head) = request else { return }
+        stall?.cancel()
+        stall = nil
+        request = .passing
+        if case .end? = part { request = .over } else { head.headers.add(name: "transfer-encoding", value: "chunked") }
+        context.fireChannelRead(wrapInboundOut(.head(head)))
+        if let part {
+            context.fireChannelRead(wrapInboundOut(part))
+        } else {
+            context.fireChannelReadComplete()
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        // The exchange asks for reads once it has a head; while the head is
+        // held here, the stream's next frame is this handler's to ask for.
+        if case .holding = request { context.read() }
+        context.fireChannelReadComplete()
+    }
+
+    /// A head with neither `content-length` nor `transfer-encoding`.
+    static func framesNothing(_ head: HTTPRequestHead) -> Bool {
+        !head.headers.contains(name: "content-length") && !head.headers.contains(name: "transfer-encoding")
+    }
+
+    // MARK: Response
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        switch unwrapOutboundIn(data) {
+        case .head(let head):
+            writeHeldHead(context: context)
+            let headers = HTTP2Frame.FramePayload.Headers(headers: HTTP2HeaderBlocks.responseBlock(head))
+            if head.status.code < 200 {
+                context.write(wrapOutboundOut(.headers(headers)), promise: promise)  // informational: more follows
+            } else {
+                heldHead = (headers, promise)
+            }
+        case .body(let body):
+            writeHeldHead(context: context)
+            context.write(wrapOutboundOut(.data(.init(data: body))), promise: promise)
+        case .end(let trailers?):
+            writeHeldHead(context: context)
+            let block = HTTP2Frame.FramePayload.Headers(headers: HTTP2HeaderBlocks.trailerBlock(trailers), endStream: true)
+            context.write(wrapOutboundOut(.headers(block)), promise: promise)
+        case .end(nil):
+            if let (headers, heldPromise) = heldHead {
+                // Nothing between head and end: one HEADERS frame ends the stream.
+                heldHead = nil
+                var merged = headers
+                merged.endStream = true
+                heldPromise?.futureResult.cascade(to: promise)
+                context.write(wrapOutboundOut(.headers(merged)), promise: heldPromise ?? promise)
+            } else {
+                context.write(wrapOutboundOut(.data(.init(data: .byteBuffer(Self.empty), endStream: true))), promise: promise)
+            }
+        }
+    }
+
+    func flush(context: ChannelHandlerContext) {
+        writeHeldHead(context: context)
+        context.flush()
+    }
+
+    private func writeHeldHead(context: ChannelHandlerContext) {
+        guard let (headers, promise) = heldHead else { return }
+        heldHead = nil
+        context.write(wrapOutboundOut(.headers(headers)), promise: promise)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        stall?.cancel()
+        stall = nil
+        heldHead?.1?.fail(ChannelError.ioOnClosedChannel)
+        heldHead = nil
+    }
+}

@@ -1,0 +1,181 @@
+import NIOCore
+import NIOHPACK
+import NIOHTTP1
+import NIOHTTP2
+
+/// The upstream edge of one h2 stream an exchange holds: its request parts
+/// become frame payloads and the server's frames become response parts,
+/// directly, where swift-nio-http2's `HTTP2FramePayloadToHTTP1ClientCodec`
+/// stood (one header conversion each way, `HTTP2HeaderBlocks`; the same
+/// frames and the same heads). `NIOHTTP2Handler` validates both directions'
+/// blocks, and the DATA against `content-length`, before and after this.
+///
+/// The request's last frame is held until the next part, a flush or the
+/// end, so that END_STREAM rides on it (a bodiless request is one HEADERS
+/// frame) rather than on an empty DATA frame of its own.
+final class UpstreamHTTP2StreamAdapter: ChannelDuplexHandler {
+    typealias InboundIn = HTTP2Frame.FramePayload
+    typealias InboundOut = HTTPClientResponsePart
+    typealias OutboundIn = HTTPClientRequestPart
+    typealias OutboundOut = HTTP2Frame.FramePayload
+
+    private enum Response {
+        /// The request's method decides whether a response frames a body.
+        case awaitingHead(request: HTTPMethod)
+        /// The final head arrived: HEADERS now are its trailers.
+        case receiving
+    }
+
+    private var response: Response?
+    /// The request's last frame, not yet written.
+    private var pending: (HTTP2Frame.FramePayload, EventLoopPromise<Void>?)?
+
+    private static let empty = ByteBuffer()
+
+    // MARK: Request
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        switch unwrapOutboundIn(data) {
+        case .head(let head):
+            let block: HPACKHeaders
+            do {
+                block = try HTTP2HeaderBlocks.requestBlock(head, scheme: "https")
+            } catch {
+                promise?.fail(error)
+                context.fireErrorCaught(error)
+                return
+            }
+            response = .awaitingHead(request: head.method)
+            writePending(context: context)
+            pending = (.headers(.init(headers: block)), promise)
+        case .body(let body):
+            writePending(context: context)
+            pending = (.data(.init(data: body)), promise)
+        case .end(let trailers?):
+            writePending(context: context)
+            let block = HTTP2Frame.FramePayload.Headers(headers: HTTP2HeaderBlocks.trailerBlock(trailers), endStream: true)
+            context.write(wrapOutboundOut(.headers(block)), promise: promise)
+        case .end(nil):
+            guard let (payload, pendingPromise) = pending else {
+                context.write(wrapOutboundOut(.data(.init(data: .byteBuffer(Self.empty), endStream: true))), promise: promise)
+                return
+            }
+            pending = nil
+            var last = payload
+            switch last {
+            case .headers(var headers):
+                headers.endStream = true
+                last = .headers(headers)
+            case .data(var data):
+                data.endStream = true
+                last = .data(data)
+            default:
+                break  // only HEADERS and DATA are held
+            }
+            pendingPromise?.futureResult.cascade(to: promise)
+            context.write(wrapOutboundOut(last), promise: pendingPromise ?? promise)
+        }
+    }
+
+    func flush(context: ChannelHandlerContext) {
+        writePending(context: context)
+        context.flush()
+    }
+
+    private func writePending(context: ChannelHandlerContext) {
+        guard let (payload, promise) = pending else { return }
+        pending = nil
+        context.write(wrapOutboundOut(payload), promise: promise)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        pending?.1?.fail(error)
+        pending = nil
+        context.fireErrorCaught(error)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        pending?.1?.fail(ChannelError.ioOnClosedChannel)
+        pending = nil
+    }
+
+    // MARK: Response
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .headers(let headers):
+            receivedHeaders(headers, context: context)
+        case .data(let data):
+            guard case .byteBuffer(let bytes) = data.data else { return }
+            if bytes.readableBytes > 0 || !data.endStream { context.fireChannelRead(wrapInboundOut(.body(bytes))) }
+            if data.endStream { context.fireChannelRead(wrapInboundOut(.end(nil))) }
+        default:
+            break
+        }
+    }
+
+    private func receivedHeaders(_ headers: HTTP2Frame.FramePayload.Headers, context: ChannelHandlerContext) {
+        switch response {
+        case .awaitingHead(let method):
+            do {
+                let head = try HTTP2HeaderBlocks.responseHead(headers.headers, request: method, endStream: headers.endStream)
+                if head.status.code >= 200 { response = .receiving }
+                context.fireChannelRead(wrapInboundOut(.head(head)))
+                if headers.endStream { context.fireChannelRead(wrapInboundOut(.end(nil))) }
+            } catch {
+                context.fireErrorCaught(error)
+            }
+        case .receiving:
+            context.fireChannelRead(wrapInboundOut(.end(HTTP2HeaderBlocks.fields(headers.headers))))
+        case nil:
+            // Push is off: a server's HEADERS before the request went is a protocol error.
+            context.fireErrorCaught(HTTP2HeaderBlocks.Malformed.missingPseudoHeader(":status"))
+        }
+    }
+}
+
+extension HTTP2HeaderBlocks {
+    /// The block for a request upstream: the pseudo-headers in NIO's codec's
+    /// order, `Host` as `:authority` (exactly one), then the other fields,
+    /// normalised as a response's are.
+    static func requestBlock(_ head: HTTPRequestHead, scheme: String) throws -> HPACKHeaders {
+        var block = HPACKHeaders()
+        block.reserveCapacity(head.headers.count + 3)
+        block.add(name: ":path", value: head.uri)
+        block.add(name: ":method", value: head.method.rawValue)
+        block.add(name: ":scheme", value: scheme)
+        var authority: String?
+        for (name, value) in head.headers where name.utf8.count == 4 && lowercased(name) == "host" {
+            guard authority == nil else { throw Malformed.requestWithoutHost }
+            authority = value
+        }
+        guard let authority else { throw Malformed.requestWithoutHost }
+        block.add(name: ":authority", value: authority)
+        appendNormalised(head.headers, to: &block, droppingHost: true)
+        return block
+    }
+
+    /// The exchange's head for a response block: `:status`, the fields, and
+    /// for a final response that may have a body and declares no length the
+    /// framing NIO's codec gave it (`content-length: 0` when the block ends
+    /// the stream, else `transfer-encoding: chunked`).
+    static func responseHead(_ block: HPACKHeaders, request method: HTTPMethod, endStream: Bool) throws -> HTTPResponseHead {
+        var status: Int?
+        var hasLength = false
+        for (name, value, _) in block {
+            if name == ":status" {
+                guard status == nil, value.utf8.count == 3, let code = Int(value) else { throw Malformed.invalidStatus }
+                status = code
+            } else if name == "content-length" {
+                hasLength = true
+            }
+        }
+        guard let status else { throw Malformed.missingPseudoHeader(":status") }
+        var headers = fields(block)
+        let mayHaveBody = status >= 200 && status != 204 && status != 304 && method != .HEAD && method != .CONNECT
+        if mayHaveBody && !hasLength {
+            headers.add(name: endStream ? "content-length" : "transfer-encoding", value: endStream ? "0" : "chunked")
+        }
+        return HTTPResponseHead(version: .http2, status: HTTPResponseStatus(statusCode: status), headers: headers)
+    }
+}
