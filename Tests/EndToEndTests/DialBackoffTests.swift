@@ -31,7 +31,7 @@ struct DialBackoffTests {
         // The upstream closes before the handshake: 502 tls_handshake, for the
         // requests that dialled and for those that waited out queue_timeout alike.
         #expect(answers.allSatisfy { $0.status == 502 && $0.error == "tls_handshake" }, "\(answers)")
-        let lines = try #require(pollFor(timeout: 10) { () -> [[String: Any]]? in
+        let lines = try #require(pollForBlocking(timeout: 10) { () -> [[String: Any]]? in
             let lines = proxy.accessLog.filter { ($0["host"] as? String) == "down.test" }
             return lines.count >= Self.apps ? lines : nil
         }, "\(proxy.accessLog.count) access lines")
@@ -47,7 +47,7 @@ struct DialBackoffTests {
         upstream.signal(SIGUSR1)
         // Back up: a request is served once the key's backoff lets a dial go
         // (at most 5 s; a request that waits past queue_timeout meanwhile is refused).
-        let served = pollUntil(timeout: 30, every: 0.2) {
+        let served = pollUntilBlocking(timeout: 30, every: 0.2) {
             (try? Curl.run("https://down.test/", proxy: proxy, extra: ["--max-time", "10"], directory: dir))?.status == 200
         }
         #expect(served, "\(proxy.log.suffix(2000))")
