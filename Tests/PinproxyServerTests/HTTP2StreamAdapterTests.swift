@@ -156,24 +156,7 @@ struct HTTP2StreamAdapterTests {
 
     /// Writes `parts` (flushing after those listed), returns the frames that left, described.
     static func frames(_ parts: [HTTPServerResponsePart], flushAfter: Set<Int> = []) throws -> [String] {
-        let channel = EmbeddedChannel(handler: HTTP2StreamAdapter(idleTimeout: .seconds(5)))
-        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
-        for (index, part) in parts.enumerated() {
-            channel.write(part, promise: nil)
-            if flushAfter.contains(index) { channel.flush() }
-        }
-        channel.flush()
-        var out: [String] = []
-        while let frame = try channel.readOutbound(as: HTTP2Frame.FramePayload.self) {
-            switch frame {
-            case .headers(let headers):
-                let fields = headers.headers.map { "\($0.name)=\($0.value)" }.joined(separator: ",")
-                out.append("HEADERS(\(fields))\(headers.endStream ? "+END" : "")")
-            case .data(let data): out.append("DATA(\(data.data.readableBytes))\(data.endStream ? "+END" : "")")
-            default: out.append("other")
-            }
-        }
-        return out
+        try StreamAdapterFrames.written(by: HTTP2StreamAdapter(idleTimeout: .seconds(5)), parts, flushAfter: flushAfter)
     }
 
     static func response(_ status: HTTPResponseStatus, _ fields: [(String, String)] = []) -> HTTPServerResponsePart {

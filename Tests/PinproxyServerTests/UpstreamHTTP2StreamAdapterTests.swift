@@ -16,28 +16,11 @@ struct UpstreamHTTP2StreamAdapterTests {
         .head(HTTPRequestHead(version: .http1_1, method: method, uri: "/p?q=1", headers: HTTPHeaders(fields)))
     }
 
-    static func describe(_ frame: HTTP2Frame.FramePayload) -> String {
-        switch frame {
-        case .headers(let headers):
-            let fields = headers.headers.map { "\($0.name)=\($0.value)" }.joined(separator: ",")
-            return "HEADERS(\(fields))\(headers.endStream ? "+END" : "")"
-        case .data(let data): return "DATA(\(data.data.readableBytes))\(data.endStream ? "+END" : "")"
-        default: return "other"
-        }
-    }
+    static func describe(_ frame: HTTP2Frame.FramePayload) -> String { StreamAdapterFrames.describe(frame) }
 
     /// Writes `parts` (flushing after those listed), returns the frames that left.
     static func frames(_ parts: [HTTPClientRequestPart], flushAfter: Set<Int> = []) throws -> [String] {
-        let channel = EmbeddedChannel(handler: UpstreamHTTP2StreamAdapter())
-        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
-        for (index, part) in parts.enumerated() {
-            channel.write(part, promise: nil)
-            if flushAfter.contains(index) { channel.flush() }
-        }
-        channel.flush()
-        var out: [String] = []
-        while let frame = try channel.readOutbound(as: HTTP2Frame.FramePayload.self) { out.append(describe(frame)) }
-        return out
+        try StreamAdapterFrames.written(by: UpstreamHTTP2StreamAdapter(), parts, flushAfter: flushAfter)
     }
 
     static func body(_ count: Int) -> HTTPClientRequestPart { .body(.byteBuffer(ByteBuffer(repeating: 0x61, count: count))) }
