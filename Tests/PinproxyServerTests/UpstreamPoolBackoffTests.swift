@@ -10,15 +10,14 @@ import Testing
 /// "Dial backoff"): no sockets, the jitter injected, timers as actions.
 @Suite("Upstream pool dial backoff")
 struct UpstreamPoolBackoffTests {
-    final class Conn {}
-    final class Loop {}
+    typealias Conn = UpstreamPoolStateMachineTests.Conn
     typealias Machine = UpstreamPoolStateMachine<Conn>
-
-    let key = UpstreamPool.Key(digest: "d1", host: "a.test", port: 443, tls: true)
-    let loops = [Loop(), Loop()]
-    var loopA: ObjectIdentifier { ObjectIdentifier(loops[0]) }
-    var loopB: ObjectIdentifier { ObjectIdentifier(loops[1]) }
-    let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+    /// The pool machine tests' fixture: the same key, event loops and start time.
+    let fixture = UpstreamPoolStateMachineTests()
+    var key: UpstreamPool.Key { fixture.key }
+    var loopA: ObjectIdentifier { fixture.loopA }
+    var loopB: ObjectIdentifier { fixture.loopB }
+    var t0: NIODeadline { fixture.t0 }
     static let refused = ProxyError(.connectFailed, host: "a.test", detail: "connecting to 127.0.0.1:1: connection refused")
     static let badPin = ProxyError(.pinMismatch, host: "a.test", detail: "no active pin matches the verified chain")
 
