@@ -45,9 +45,13 @@ func withAdminServer<T>(
     limits: AdminLimits = AdminLimits(),
     _ body: (AdminClient) async throws -> T
 ) async throws -> T {
+    // A loop of the server's own, not NIO's singleton group: the suites
+    // beside it in a parallel run share the singleton's loops, and the
+    // limit tests' idle and accept timers must not wait behind their work.
+    let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     let server = AdminServer(
         listen: HostPort(host: "127.0.0.1", port: 0), store: store, metrics: metrics, providers: providers, limits: limits,
-        logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        eventLoopGroup: loops, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
     let group = ServiceGroup(services: [server], logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
     let running = Task { try await group.run() }
     do {
@@ -55,10 +59,12 @@ func withAdminServer<T>(
         let result = try await body(AdminClient(base: "http://\(address)"))
         await group.triggerGracefulShutdown()
         try await running.value
+        try await loops.shutdownGracefully()
         return result
     } catch {
         await group.triggerGracefulShutdown()
         _ = try? await running.value
+        try? await loops.shutdownGracefully()
         throw error
     }
 }
