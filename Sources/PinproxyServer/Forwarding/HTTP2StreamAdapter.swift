@@ -55,7 +55,7 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
     private let idleTimeout: TimeAmount
     private var stall: Scheduled<Void>?
     /// A final response head not yet written: it may end the stream itself.
-    private var heldHead: (HTTP2Frame.FramePayload.Headers, EventLoopPromise<Void>?)?
+    private var heldHead = HeldFrame()
 
     /// An empty DATA frame's bytes, shared (a `ByteBuffer` is a value).
     private static let empty = ByteBuffer()
@@ -180,7 +180,7 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
             if head.status.code < 200 {
                 context.write(wrapOutboundOut(.headers(headers)), promise: promise)  // informational: more follows
             } else {
-                heldHead = (headers, promise)
+                heldHead.hold(.headers(headers), promise: promise)
             }
         case .body(let body):
             writeHeldHead(context: context)
@@ -190,13 +190,9 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
             let block = HTTP2Frame.FramePayload.Headers(headers: HTTP2HeaderBlocks.trailerBlock(trailers), endStream: true)
             context.write(wrapOutboundOut(.headers(block)), promise: promise)
         case .end(nil):
-            if let (headers, heldPromise) = heldHead {
+            if let (merged, mergedPromise) = heldHead.takeEnding(promise: promise) {
                 // Nothing between head and end: one HEADERS frame ends the stream.
-                heldHead = nil
-                var merged = headers
-                merged.endStream = true
-                heldPromise?.futureResult.cascade(to: promise)
-                context.write(wrapOutboundOut(.headers(merged)), promise: heldPromise ?? promise)
+                context.write(wrapOutboundOut(merged), promise: mergedPromise)
             } else {
                 context.write(wrapOutboundOut(.data(.init(data: .byteBuffer(Self.empty), endStream: true))), promise: promise)
             }
@@ -209,15 +205,13 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
     }
 
     private func writeHeldHead(context: ChannelHandlerContext) {
-        guard let (headers, promise) = heldHead else { return }
-        heldHead = nil
-        context.write(wrapOutboundOut(.headers(headers)), promise: promise)
+        guard let (headers, promise) = heldHead.take() else { return }
+        context.write(wrapOutboundOut(headers), promise: promise)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         stall?.cancel()
         stall = nil
-        heldHead?.1?.fail(ChannelError.ioOnClosedChannel)
-        heldHead = nil
+        heldHead.fail(ChannelError.ioOnClosedChannel)
     }
 }

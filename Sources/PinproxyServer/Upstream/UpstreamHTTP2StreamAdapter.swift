@@ -28,7 +28,7 @@ final class UpstreamHTTP2StreamAdapter: ChannelDuplexHandler {
 
     private var response: Response?
     /// The request's last frame, not yet written.
-    private var pending: (HTTP2Frame.FramePayload, EventLoopPromise<Void>?)?
+    private var pending = HeldFrame()
 
     private static let empty = ByteBuffer()
 
@@ -47,33 +47,20 @@ final class UpstreamHTTP2StreamAdapter: ChannelDuplexHandler {
             }
             response = .awaitingHead(request: head.method)
             writePending(context: context)
-            pending = (.headers(.init(headers: block)), promise)
+            pending.hold(.headers(.init(headers: block)), promise: promise)
         case .body(let body):
             writePending(context: context)
-            pending = (.data(.init(data: body)), promise)
+            pending.hold(.data(.init(data: body)), promise: promise)
         case .end(let trailers?):
             writePending(context: context)
             let block = HTTP2Frame.FramePayload.Headers(headers: HTTP2HeaderBlocks.trailerBlock(trailers), endStream: true)
             context.write(wrapOutboundOut(.headers(block)), promise: promise)
         case .end(nil):
-            guard let (payload, pendingPromise) = pending else {
+            guard let (last, lastPromise) = pending.takeEnding(promise: promise) else {
                 context.write(wrapOutboundOut(.data(.init(data: .byteBuffer(Self.empty), endStream: true))), promise: promise)
                 return
             }
-            pending = nil
-            var last = payload
-            switch last {
-            case .headers(var headers):
-                headers.endStream = true
-                last = .headers(headers)
-            case .data(var data):
-                data.endStream = true
-                last = .data(data)
-            default:
-                break  // only HEADERS and DATA are held
-            }
-            pendingPromise?.futureResult.cascade(to: promise)
-            context.write(wrapOutboundOut(last), promise: pendingPromise ?? promise)
+            context.write(wrapOutboundOut(last), promise: lastPromise)
         }
     }
 
@@ -83,20 +70,17 @@ final class UpstreamHTTP2StreamAdapter: ChannelDuplexHandler {
     }
 
     private func writePending(context: ChannelHandlerContext) {
-        guard let (payload, promise) = pending else { return }
-        pending = nil
+        guard let (payload, promise) = pending.take() else { return }
         context.write(wrapOutboundOut(payload), promise: promise)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        pending?.1?.fail(error)
-        pending = nil
+        pending.fail(error)
         context.fireErrorCaught(error)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        pending?.1?.fail(ChannelError.ioOnClosedChannel)
-        pending = nil
+        pending.fail(ChannelError.ioOnClosedChannel)
     }
 
     // MARK: Response
