@@ -6,7 +6,8 @@ import NIOCore
 /// back to it by a rule that does not exclude pinproxy's user.
 enum TransparentLoop {
     /// The original destination, or the refusal.
-    static func check(original: SocketAddress?, client: SocketAddress?, listener: SocketAddress?) throws -> SocketAddress {
+    static func check(original: SocketAddress?, client: SocketAddress?, listener: SocketAddress?,
+                      own: OwnUpstreamSockets = .shared) throws -> SocketAddress {
         guard let original else {
             throw ProxyError(.badRequest, host: nil,
                              detail: "redirect loop: the connection was not redirected (no original destination); only nftables redirect may send apps here")
@@ -15,7 +16,7 @@ enum TransparentLoop {
             throw ProxyError(.badRequest, host: nil,
                              detail: "redirect loop: the original destination \(original.hostPort) is the transparent listener itself")
         }
-        if OwnUpstreamSockets.shared.contains(client) {
+        if own.contains(client: client, original: original) {
             throw ProxyError(.badRequest, host: nil,
                              detail: "redirect loop: \(client?.hostPort ?? "?") is pinproxy's own upstream connection; exclude pinproxy's user from the redirect (meta skuid)")
         }
