@@ -9,7 +9,8 @@ import Testing
 struct BlockingWaitsTests {
     @Test("a synchronous test runs on the blocking threads")
     func aSynchronousTestRunsOnTheBlockingThreads() {
-        #expect(Self.threadName() == BlockingTestExecutor.threadName)
+        #expect(SuiteThreads.isCurrent, "on \(Self.threadName() ?? "an unnamed thread")")
+        #expect(!CooperativePool.isCurrentThread)
     }
 
     /// More tasks block than the pool has threads; what releases them runs on
@@ -83,4 +84,32 @@ private final class LockedCounter: @unchecked Sendable {
     private var count = 0
     func add() { lock.withLock { count += 1 } }
     var value: Int { lock.withLock { count } }
+}
+
+/// The suite's synchronous waits refuse to block the cooperative pool, so a
+/// test that does is failed itself, in every run, instead of starving the
+/// tests beside it now and then.
+@Suite("Blocking waits on the cooperative pool are refused")
+struct CooperativePoolGuardTests {
+    @Test("a blocking poll on the pool records an issue")
+    func aBlockingPollOnThePoolRecordsAnIssue() async {
+        // Async and without `.blockingWaits`: this runs on the pool.
+        #expect(CooperativePool.isCurrentThread, "\(Thread.current.name ?? "an unnamed thread") is not the pool's")
+        withKnownIssue("pollUntilBlocking on a pool thread") {
+            Self.pollOnce()
+        } matching: { issue in
+            issue.comments.contains { $0.rawValue.contains("pollUntilBlocking blocks a thread of Swift concurrency's cooperative pool") }
+        }
+    }
+
+    @Test("the same poll on a thread of its own records none")
+    func theSamePollOnAThreadOfItsOwnRecordsNone() async {
+        let onPool = await onOwnThread { CooperativePool.isCurrentThread }
+        #expect(!onPool)
+    }
+
+    /// Synchronous, as the suite's blocking callers are (the poll is `noasync`).
+    private static func pollOnce() {
+        _ = pollUntilBlocking(timeout: 0) { true }
+    }
 }

@@ -12,17 +12,21 @@ struct MemoryReturnTests {
         // could outlast it, and the proxy would drain the burst on its own.
         let proxy = try ProxyHarness(policies: "hosts: []\n", mainConfig: "limits:\n  header_timeout: 10m\n  idle_timeout: 10m\n")
         let admin = "http://127.0.0.1:\(try proxy.adminPort)"
+        // The last scrape, for the failure message: what the gauge said, or why there was no answer.
+        var last = "no scrape yet"
         func open() throws -> Double? {
             let scrape = try Curl.run("\(admin)/metrics", proxyURL: nil, caFile: nil, directory: proxy.directory)
-            return try PrometheusText(parsing: scrape.body).value("pinproxy_client_connections")
+            let value = try? PrometheusText(parsing: scrape.body).value("pinproxy_client_connections")
+            last = "status \(scrape.status), curl exit \(scrape.exitCode) \(scrape.stderr), client_connections \(value.map { "\($0)" } ?? "absent")"
+            return value
         }
         // Idle connections are client connections too; 300 is above the burst threshold (256).
         var clients: [RawClient] = []
         for _ in 0..<300 { clients.append(try RawClient(port: proxy.port)) }
-        #expect(try pollUntilBlocking(timeout: 20, every: 0.1) { try open() == 300 })
+        #expect(try pollUntilBlocking(timeout: 20, every: 0.1) { try open() == 300 }, "\(last)")
         #expect(!proxy.log.contains("returned freed memory"), "no trim while the burst is open")
         clients.forEach { $0.closeNow() }
-        #expect(try pollUntilBlocking(timeout: 20, every: 0.1) { try open() == 0 })
+        #expect(try pollUntilBlocking(timeout: 20, every: 0.1) { try open() == 0 }, "\(last)")
         let line = try proxy.process.waitForOutput(timeout: 20) { output in
             output.split(separator: "\n").first { $0.contains("returned freed memory to the system after a burst") }.map(String.init)
         }

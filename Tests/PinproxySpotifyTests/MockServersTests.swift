@@ -177,7 +177,10 @@ struct CurlTokenEndpoint: TokenEndpoint {
         var arguments = ["-sS", "-i", "--cacert", caFile, "--max-time", "10",
                          "-H", "Content-Type: application/x-www-form-urlencoded", "--data-binary", "@" + bodyFile]
         if let basicAuth { arguments += ["-u", "\(basicAuth.user):\(basicAuth.password)"] }
-        let result = try ChildProcess.runSeparately("curl", arguments + [url])
+        // On a thread of its own: the session calls this from its refresh
+        // task, which runs on the cooperative pool whatever the test's trait.
+        let command = arguments + [url]
+        let result = try await onOwnThread { try ChildProcess.runSeparately("curl", command) }
         guard result.status == 0 else { throw Failed() }
         let text = result.stdout.replacingOccurrences(of: "\r\n", with: "\n")
         guard let split = text.range(of: "\n\n") else { throw Failed() }

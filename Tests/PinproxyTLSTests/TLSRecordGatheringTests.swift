@@ -8,7 +8,7 @@ import Testing
 /// 2,048 bytes each) share one TLS record (up to 16,384 bytes of plaintext);
 /// a larger write goes on its own, uncopied (OpenSSL cuts it into full records). Read off the
 /// ciphertext one side emits, record header by record header.
-@Suite("TLS record gathering")
+@Suite("TLS record gathering", .blockingWaits)
 struct TLSRecordGatheringTests {
     struct Record: CustomStringConvertible {
         var type: UInt8

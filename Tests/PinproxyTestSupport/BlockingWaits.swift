@@ -56,7 +56,7 @@ extension Trait where Self == BlockingWaits {
 /// the next job. The admission bound keeps their number small.
 public final class BlockingTestExecutor: TaskExecutor, @unchecked Sendable {
     public static let shared = BlockingTestExecutor()
-    /// The threads' name (Linux allows 15 bytes), for tests that check where they run.
+    /// The threads' name (Linux allows 15 bytes), for stack dumps.
     public static let threadName = "pp-blocking"
 
     private let condition = NSCondition()
@@ -79,7 +79,11 @@ public final class BlockingTestExecutor: TaskExecutor, @unchecked Sendable {
         let thread = Thread { [self] in
             // Named from inside: a name set before start is not given to the
             // kernel thread, which keeps its creator's (a pool thread's).
+            // Even from inside, Foundation sometimes leaves the kernel name
+            // as it was (about one first start in four here), so what runs
+            // here is known by `SuiteThreads`, not by the name.
             Thread.current.name = Self.threadName
+            SuiteThreads.enter()
             while true {
                 condition.lock()
                 while jobs.isEmpty {
@@ -149,7 +153,12 @@ public final class BlockingTestAdmission: @unchecked Sendable {
 /// NIO's thread pool, which the code under test may need meanwhile).
 public func onOwnThread<T: Sendable, E: Error>(_ work: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
     let result: Result<T, E> = await withCheckedContinuation { continuation in
-        Thread { continuation.resume(returning: Result(catching: work)) }.start()
+        Thread {
+            SuiteThreads.enter()
+            let result = Result(catching: work)
+            SuiteThreads.leave()
+            continuation.resume(returning: result)
+        }.start()
     }
     return try result.get()
 }
@@ -161,5 +170,57 @@ extension Task where Failure == any Error {
     /// the test that first touches it.
     public static func blockingSetup(_ operation: sending @escaping () async throws -> Success) -> Task {
         Task(executorPreference: BlockingTestExecutor.shared, operation: operation)
+    }
+}
+
+/// The threads this suite starts for blocking work: `BlockingTestExecutor`'s
+/// and `onOwnThread`'s. Known by registration, not by name: a thread
+/// started from a cooperative pool thread inherits that thread's kernel
+/// name, and renaming it from inside does not always take.
+public enum SuiteThreads {
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var running: Set<pthread_t> = []
+
+    /// Whether the calling thread is one of them.
+    public static var isCurrent: Bool {
+        lock.withLock { running.contains(pthread_self()) }
+    }
+
+    static func enter() {
+        _ = lock.withLock { running.insert(pthread_self()) }
+    }
+
+    /// When the thread ends (its identifier may be reused by the next).
+    static func leave() {
+        _ = lock.withLock { running.remove(pthread_self()) }
+    }
+}
+
+/// Swift concurrency's cooperative pool, seen from a synchronous wait.
+///
+/// A wait that blocks a pool thread (two on this machine) starves every
+/// async test and server task beside it: in parallel runs their timers then
+/// fire late, and the failure lands on a test that did nothing wrong. So
+/// the suite's blocking primitives (`pollUntilBlocking`, and through it
+/// every child-process wait; `RawClient`'s reads) refuse to run there: the
+/// test that called one is failed, in every run, serial or parallel.
+/// Run them under `.blockingWaits`, or in `onOwnThread`.
+public enum CooperativePool {
+    /// Whether this thread is one of the pool's. libdispatch names them
+    /// after their root queue ("com.apple.root.default-qos", which Linux's
+    /// 15-byte thread names keep as "oot.default-qos"); the suite's own
+    /// threads may carry that name too (see `SuiteThreads`).
+    public static var isCurrentThread: Bool {
+        !SuiteThreads.isCurrent && Thread.current.name?.hasSuffix("-qos") == true
+    }
+
+    /// Records an issue against the running test when `wait` is about to
+    /// block a pool thread.
+    public static func refuseBlocking(_ wait: String) {
+        guard isCurrentThread else { return }
+        // Outside a test's task (a detached task, a deinit on another
+        // thread) the issue names no test, so the stack says where.
+        let stack = Test.current == nil ? "\n" + Thread.callStackSymbols.prefix(16).joined(separator: "\n") : ""
+        Issue.record("\(wait) blocks a thread of Swift concurrency's cooperative pool: run it under .blockingWaits or in onOwnThread\(stack)")
     }
 }

@@ -31,6 +31,7 @@ public func pollUntil(timeout: TimeInterval = 30, every interval: TimeInterval =
 @available(*, noasync, message: "sleeps its thread: use the async pollUntil")
 public func pollUntilBlocking(timeout: TimeInterval = 30, every interval: TimeInterval = 0.05,
                       _ condition: () throws -> Bool) rethrows -> Bool {
+    CooperativePool.refuseBlocking("pollUntilBlocking")
     let deadline = Date().addingTimeInterval(timeout)
     while Date() < deadline {
         if try condition() { return true }

@@ -163,6 +163,7 @@ public final class RawClient {
 
     /// True when bytes arrive within `timeout`.
     public func hasData(within timeout: TimeInterval) -> Bool {
+        CooperativePool.refuseBlocking("RawClient.hasData")
         var poll = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         return Glibc.poll(&poll, 1, Int32(timeout * 1000)) > 0
     }
@@ -182,6 +183,7 @@ public final class RawClient {
 
     /// Everything until the peer closes (or the 20 s receive timeout).
     public func readToEnd() -> String {
+        CooperativePool.refuseBlocking("RawClient.readToEnd")
         var result: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
@@ -194,6 +196,7 @@ public final class RawClient {
 
     /// Reads one response head and its Content-Length body.
     public func readResponse() -> (head: String, body: String) {
+        CooperativePool.refuseBlocking("RawClient.readResponse")
         var data: [UInt8] = []
         var byte: UInt8 = 0
         while !(data.count >= 4 && data.suffix(4) == [13, 10, 13, 10]) {
@@ -215,6 +218,7 @@ public final class RawClient {
 
     /// True when the peer has closed: a read returns EOF (or reset) within `timeout`.
     public func isClosedByPeer(within timeout: TimeInterval) -> Bool {
+        CooperativePool.refuseBlocking("RawClient.isClosedByPeer")
         var poll = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
