@@ -35,6 +35,21 @@ struct BlockingWaitsTests {
         #expect(released == blocked, "only \(released) of \(blocked) blocked tasks were released")
     }
 
+    /// A thread such a test starts itself (three concurrent apps, say) is not
+    /// taken for one of the pool's, whatever name its creator started with.
+    @Test("a thread a blocking test starts is not taken for the pool's")
+    func aThreadABlockingTestStartsIsNotThePools() {
+        final class Seen: @unchecked Sendable { var onPool: Bool? }
+        let seen = Seen()
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            seen.onPool = CooperativePool.isCurrentThread
+            done.signal()
+        }
+        done.wait()
+        #expect(seen.onPool == false)
+    }
+
     /// A synchronous wait (kept out of the async function, where it belongs to no one).
     private static func wait(_ semaphore: DispatchSemaphore, seconds: Int) -> Bool {
         semaphore.wait(timeout: .now() + .seconds(seconds)) == .success

@@ -77,13 +77,7 @@ public final class BlockingTestExecutor: TaskExecutor, @unchecked Sendable {
 
     private func startThread() {
         let thread = Thread { [self] in
-            // Named from inside: a name set before start is not given to the
-            // kernel thread, which keeps its creator's (a pool thread's).
-            // Even from inside, Foundation sometimes leaves the kernel name
-            // as it was (about one first start in four here), so what runs
-            // here is known by `SuiteThreads`, not by the name.
-            Thread.current.name = Self.threadName
-            SuiteThreads.enter()
+            SuiteThreads.enter(named: Self.threadName)
             while true {
                 condition.lock()
                 while jobs.isEmpty {
@@ -154,7 +148,7 @@ public final class BlockingTestAdmission: @unchecked Sendable {
 public func onOwnThread<T: Sendable, E: Error>(_ work: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
     let result: Result<T, E> = await withCheckedContinuation { continuation in
         Thread {
-            SuiteThreads.enter()
+            SuiteThreads.enter(named: "pp-own-thread")
             let result = Result(catching: work)
             SuiteThreads.leave()
             continuation.resume(returning: result)
@@ -174,9 +168,12 @@ extension Task where Failure == any Error {
 }
 
 /// The threads this suite starts for blocking work: `BlockingTestExecutor`'s
-/// and `onOwnThread`'s. Known by registration, not by name: a thread
-/// started from a cooperative pool thread inherits that thread's kernel
-/// name, and renaming it from inside does not always take.
+/// and `onOwnThread`'s. A thread started from a cooperative pool thread
+/// inherits that thread's kernel name, so each renames itself as it starts,
+/// through /proc (Foundation's `Thread.name` setter sometimes leaves the
+/// kernel's name as it was: about one first start in four here), and the
+/// threads a test starts from one of them inherit the new name. They are
+/// also registered, which does not depend on names at all.
 public enum SuiteThreads {
     private static let lock = NSLock()
     nonisolated(unsafe) private static var running: Set<pthread_t> = []
@@ -186,7 +183,9 @@ public enum SuiteThreads {
         lock.withLock { running.contains(pthread_self()) }
     }
 
-    static func enter() {
+    /// `name`: at most 15 bytes (Linux keeps no more).
+    static func enter(named name: String) {
+        try? name.write(toFile: "/proc/thread-self/comm", atomically: false, encoding: .utf8)
         _ = lock.withLock { running.insert(pthread_self()) }
     }
 
@@ -209,9 +208,13 @@ public enum CooperativePool {
     /// Whether this thread is one of the pool's. libdispatch names them
     /// after their root queue ("com.apple.root.default-qos", which Linux's
     /// 15-byte thread names keep as "oot.default-qos"); the suite's own
-    /// threads may carry that name too (see `SuiteThreads`).
+    /// threads may carry that name too (see `SuiteThreads`). The kernel's
+    /// name, read from /proc: Foundation's `Thread.name` is a copy taken
+    /// when it first wrapped the thread, and does not always follow.
     public static var isCurrentThread: Bool {
-        !SuiteThreads.isCurrent && Thread.current.name?.hasSuffix("-qos") == true
+        guard !SuiteThreads.isCurrent,
+              let name = try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8) else { return false }
+        return name.trimmingCharacters(in: .whitespacesAndNewlines).hasSuffix("-qos")
     }
 
     /// Records an issue against the running test when `wait` is about to
