@@ -75,7 +75,7 @@ final class NotifySocket {
     let fd: Int32
 
     init(_ name: String) throws {
-        fd = Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        fd = Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw TestSupportError("socket: \(errno)") }
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)

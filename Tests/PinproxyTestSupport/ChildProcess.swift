@@ -32,6 +32,7 @@ public final class ChildProcess: @unchecked Sendable {
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, inputPath ?? "/dev/null", O_RDONLY, 0)
+        Self.closeInheritedDescriptors(&actions)
         posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         if let errorPath {
             posix_spawn_file_actions_addopen(&actions, 2, errorPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
@@ -72,6 +73,21 @@ public final class ChildProcess: @unchecked Sendable {
     deinit {
         stop()
     }
+
+    /// The child gets standard input, output and error, and nothing else of
+    /// the test process: tests run side by side, and a socket another test
+    /// holds (a raw client it is about to close, to see what the server does
+    /// when the app leaves) would otherwise live on in every child spawned
+    /// meanwhile, so its close would send no FIN until they exited. glibc
+    /// 2.34's `posix_spawn_file_actions_addclosefrom_np`, looked up at run
+    /// time: Swift's Glibc module does not show the GNU extensions.
+    private static func closeInheritedDescriptors(_ actions: inout posix_spawn_file_actions_t) {
+        typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+        guard let symbol = closeFromSymbol else { return }
+        _ = unsafeBitCast(symbol, to: CloseFrom.self)(&actions, 3)
+    }
+
+    nonisolated(unsafe) private static let closeFromSymbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np")
 
     public var outputText: String {
         TextFile.read(outputPath)

@@ -5,7 +5,7 @@ import Foundation
 /// tinyproxy, a login callback). Whatever can bind port 0 and report the
 /// port it got should do that instead: this one can race another binder.
 public func freePort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     defer { close(fd) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
