@@ -231,6 +231,19 @@ struct PinVerdictTests {
         }
     }
 
+    /// The same host across its transition window's end, on the injected
+    /// clock: through (reported) today, refused once the clock is two days on.
+    @Test func aTransitionWindowEndsWhenTheClockPassesIt() async throws {
+        let clock = ProxyTestClock()
+        try await Self.setup.value.run(clock: clock) { proxy in
+            #expect(try request("window-open.pin.test", through: proxy).status == 200)
+            clock.advance(by: .seconds(2 * 86_400))
+            let after = try request("window-open.pin.test", through: proxy)
+            #expect(after.status == 502, "\(after.body)")
+            #expect(after.pinproxyError == "pin_mismatch")
+        }
+    }
+
     @Test func allPinsExpiredFailsUnlessTheyFallBackToTheChain() async throws {
         try await Self.setup.value.run { proxy in
             let expired = try request("expired.pin.test", through: proxy)
