@@ -7,7 +7,6 @@ import Testing
 /// Every pin verdict of docs/contract.md §3, through the in-process proxy,
 /// with curl as the legacy app and a real `openssl s_server` as the upstream
 /// (so neither TLS leg is checked by pinproxy's own TLS code on both ends).
-/// The PKI and s_server are the suite's; each test has a proxy of its own.
 @Suite("Pin verdicts through the proxy", .blockingWaits)
 struct PinVerdictTests {
     static let names = [
@@ -16,31 +15,37 @@ struct PinVerdictTests {
         "cert.pin.test", "untrusted.pin.test", "unpinned.pin.test", "root-resumed.pin.test",
     ]
 
+    /// The suite's PKI and pins. Each test starts its own `s_server` (it
+    /// serves one connection at a time: shared by tests side by side, some
+    /// of their dials waited past the timeout, 504) and a proxy of its own.
     final class Setup: @unchecked Sendable {
         let dir: TemporaryDirectory
         let pki: TestPKI
-        let server: OpenSSLServer
-        let policies: String
+        let other: TestPKI
+        let leaf, intermediate, root, certHash: String
+        let wrong = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+        let wrong2 = "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB="
 
         init() throws {
             dir = try TemporaryDirectory("pinproxy-pins")
             pki = try TestPKI.make(in: dir, names: PinVerdictTests.names)
-            let other = try TestPKI.make(in: dir, name: "other")
-            server = try OpenSSLServer(directory: dir, certificate: pki.leafCertificate, key: pki.leafKey, chain: pki.intermediateCertificate)
-            let leaf = try TestPKI.opensslSPKIPin(pki.leafCertificate)
-            let intermediate = try TestPKI.opensslSPKIPin(pki.intermediateCertificate)
-            let root = try TestPKI.opensslSPKIPin(pki.rootCertificate)
-            let wrong = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
-            let wrong2 = "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB="
-            let certHash = try ChildProcess.check("/bin/sh", ["-c", "openssl x509 -in '\(pki.leafCertificate)' -outform der | openssl dgst -sha256 -binary | base64"])
+            other = try TestPKI.make(in: dir, name: "other")
+            leaf = try TestPKI.opensslSPKIPin(pki.leafCertificate)
+            intermediate = try TestPKI.opensslSPKIPin(pki.intermediateCertificate)
+            root = try TestPKI.opensslSPKIPin(pki.rootCertificate)
+            certHash = try ChildProcess.check("/bin/sh", ["-c", "openssl x509 -in '\(pki.leafCertificate)' -outform der | openssl dgst -sha256 -binary | base64"])
                 .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+
+        /// Every host of the table, upstream at `upstreamPort`; dates are relative to now.
+        func policies(upstreamPort: Int) -> String {
+            let (leaf, intermediate, root, certHash, wrong, wrong2) = (leaf, intermediate, root, certHash, wrong, wrong2)
             let day: TimeInterval = 86_400
             func date(_ offset: TimeInterval) -> String {
                 let f = ISO8601DateFormatter()
                 f.formatOptions = [.withInternetDateTime]
                 return f.string(from: Date().addingTimeInterval(offset))
             }
-            let upstreamPort = server.port
             let rootFile = pki.rootCertificate
             func policy(_ name: String, pins: String, ca: String? = nil) -> String {
                 """
@@ -53,7 +58,7 @@ struct PinVerdictTests {
                 """
             }
             let backup = "        - pin: \"\(wrong2)\"\n"
-            policies = "hosts:\n" + [
+            return "hosts:\n" + [
                 policy("leaf.pin.test", pins: "    pins:\n      spki_sha256:\n        - pin: \"sha256/\(leaf)\"\n" + backup),
                 policy("intermediate.pin.test", pins: "    pins:\n      spki_sha256:\n        - pin: \"\(intermediate)\"\n" + backup),
                 policy("root.pin.test", pins: "    pins:\n      spki_sha256:\n        - pin: \"\(root)\"\n" + backup),
@@ -70,9 +75,13 @@ struct PinVerdictTests {
             ].joined(separator: "\n")
         }
 
-        /// A proxy of the test's own over the suite's policies, stopped when `body` ends.
-        func run(clock: ProxyTestClock = ProxyTestClock(), _ body: (InProcessProxy) async throws -> Void) async throws {
-            try await InProcessProxy.run(policies: policies, clock: clock, body)
+        /// An `s_server` and a proxy of the test's own, both stopped when `body` ends.
+        func run(clock: ProxyTestClock = ProxyTestClock(), _ body: (InProcessProxy, OpenSSLServer) async throws -> Void) async throws {
+            let server = try OpenSSLServer(directory: dir, certificate: pki.leafCertificate, key: pki.leafKey, chain: pki.intermediateCertificate)
+            defer { server.stop() }
+            try await InProcessProxy.run(policies: policies(upstreamPort: server.port), clock: clock) { proxy in
+                try await body(proxy, server)
+            }
         }
     }
 
@@ -113,14 +122,14 @@ struct PinVerdictTests {
         Verdict(host: "untrusted.pin.test", status: 502, error: "verify_failed", pin: nil, handshake: "verify_failed"),
     ]
 
-    /// Every verdict against the same `openssl s_server`, so neither TLS leg
+    /// Every verdict against an `openssl s_server`, so neither TLS leg
     /// of the check is pinproxy's own code on both ends. Counts are compared
     /// before and after; `s_server -www` closes after each answer, so each
     /// request is one new upstream handshake and one pin evaluation.
     @Test(arguments: verdicts)
     func eachVerdictShowsInTheAnswerTheAccessLineAndTheMetrics(_ verdict: Verdict) async throws {
         let s = try await Self.setup.value
-        try await s.run { proxy in
+        try await s.run { proxy, server in
             let before = try proxy.scrape()
             let linesBefore = proxy.accessLog.count
 
@@ -143,7 +152,7 @@ struct PinVerdictTests {
             #expect(line["pin"] == verdict.pin, "\(line)")
             #expect(line["error"] == verdict.error, "\(line)")
             if verdict.error == nil {
-                #expect(line["upstream"] == "127.0.0.1:\(s.server.port)", "the upstream was s_server")
+                #expect(line["upstream"] == "127.0.0.1:\(server.port)", "the upstream was s_server")
             }
 
             let after = try proxy.scrape()
@@ -172,7 +181,7 @@ struct PinVerdictTests {
     /// 1.3 tickets; pinproxy keeps them per policy and host). Its own host,
     /// so that no other test's session is resumed by the verdict table.
     @Test func aRootPinStillMatchesWhenTheUpstreamSessionIsResumed() async throws {
-        try await Self.setup.value.run { proxy in
+        try await Self.setup.value.run { proxy, _ in
             let first = try request("root-resumed.pin.test", through: proxy)
             #expect(first.status == 200, "\(first.body)")
             let second = try request("root-resumed.pin.test", through: proxy)
@@ -183,7 +192,7 @@ struct PinVerdictTests {
 
     @Test func onlyWrongPinsAreRefusedWith502AndTheObservedPins() async throws {
         let s = try await Self.setup.value
-        try await s.run { proxy in
+        try await s.run { proxy, _ in
             let result = try request("wrong.pin.test", through: proxy)
             #expect(result.status == 502)
             #expect(result.pinproxyError == "pin_mismatch")
@@ -215,7 +224,7 @@ struct PinVerdictTests {
     }
 
     @Test func reportModeLetsAMismatchThroughAndLogsIt() async throws {
-        try await Self.setup.value.run { proxy in
+        try await Self.setup.value.run { proxy, _ in
             let result = try request("report.pin.test", through: proxy)
             #expect(result.status == 200)
             #expect(proxy.log.contains { $0.message == "upstream pin mismatch reported, not enforced" })
@@ -223,7 +232,7 @@ struct PinVerdictTests {
     }
 
     @Test func aMismatchInsideTheTransitionWindowGoesThroughAndAfterItDoesNot() async throws {
-        try await Self.setup.value.run { proxy in
+        try await Self.setup.value.run { proxy, _ in
             #expect(try request("window-open.pin.test", through: proxy).status == 200)
             let after = try request("window-over.pin.test", through: proxy)
             #expect(after.status == 502)
@@ -235,7 +244,7 @@ struct PinVerdictTests {
     /// clock: through (reported) today, refused once the clock is two days on.
     @Test func aTransitionWindowEndsWhenTheClockPassesIt() async throws {
         let clock = ProxyTestClock()
-        try await Self.setup.value.run(clock: clock) { proxy in
+        try await Self.setup.value.run(clock: clock) { proxy, _ in
             #expect(try request("window-open.pin.test", through: proxy).status == 200)
             clock.advance(by: .seconds(2 * 86_400))
             let after = try request("window-open.pin.test", through: proxy)
@@ -245,7 +254,7 @@ struct PinVerdictTests {
     }
 
     @Test func allPinsExpiredFailsUnlessTheyFallBackToTheChain() async throws {
-        try await Self.setup.value.run { proxy in
+        try await Self.setup.value.run { proxy, _ in
             let expired = try request("expired.pin.test", through: proxy)
             #expect(expired.status == 502)
             #expect(expired.pinproxyError == "pins_expired")
@@ -254,7 +263,7 @@ struct PinVerdictTests {
     }
 
     @Test func anUntrustedChainIsRefusedEvenWithAMatchingPin() async throws {
-        try await Self.setup.value.run { proxy in
+        try await Self.setup.value.run { proxy, _ in
             let result = try request("untrusted.pin.test", through: proxy)
             #expect(result.status == 502)
             #expect(result.pinproxyError == "verify_failed")
@@ -263,7 +272,7 @@ struct PinVerdictTests {
     }
 
     @Test func theAccessLogRecordsEachVerdict() async throws {
-        try await Self.setup.value.run { proxy in
+        try await Self.setup.value.run { proxy, _ in
             _ = try request("unpinned.pin.test", through: proxy)
             _ = try request("leaf.pin.test", through: proxy)
             let lines = await proxy.waitForAccessLog(count: 2)

@@ -4,58 +4,89 @@ import Testing
 
 /// The policy's action, the TLS floor, the SSRF guard, the client ACL, the
 /// Host check and upstream fallback, as a legacy app sees them through curl,
-/// in front of the in-process proxy. The upstreams are the suite's; each
-/// test has a proxy of its own.
+/// in front of the in-process proxy. Each test has upstreams and a proxy of
+/// its own, so the suite runs side by side.
 @Suite("Routing, TLS policy and refusals", .blockingWaits)
 struct RoutingTests {
+    /// The suite's PKI, made once.
     final class Setup: @unchecked Sendable {
         let dir: TemporaryDirectory
         let pki: TestPKI
-        let modern: OpenSSLServer
-        let tls12Only: OpenSSLServer
-        let chachaOnly: OpenSSLServer
-        let upstream: TestUpstream
-        let refusing: RefusingPort
-        let policies: String
 
-        init() async throws {
+        init() throws {
             dir = try TemporaryDirectory("pinproxy-routing")
             pki = try TestPKI.make(in: dir, names: [
                 "tls13.test", "tls13-chacha.test", "floor.test", "cipher.test", "tunnel.test", "ssrf.test",
                 "ssrf-tunnel.test", "fallback.test", "api.test", "pool.test",
             ])
-            modern = try OpenSSLServer(directory: dir, certificate: pki.leafCertificate, key: pki.leafKey, chain: pki.intermediateCertificate)
-            tls12Only = try OpenSSLServer(directory: dir, certificate: pki.leafCertificate, key: pki.leafKey,
-                                          chain: pki.intermediateCertificate, arguments: ["-www", "-tls1_2"])
-            chachaOnly = try OpenSSLServer(directory: dir, certificate: pki.leafCertificate, key: pki.leafKey, chain: pki.intermediateCertificate,
-                                           arguments: ["-www", "-tls1_2", "-cipher", "ECDHE-ECDSA-CHACHA20-POLY1305"])
+        }
+    }
+
+    /// The `s_server`s a test may ask for; one it did not ask for is not
+    /// started, and the hosts it would serve point at a port that refuses.
+    enum Server: Sendable {
+        case modern, tls12Only, chachaOnly
+
+        var arguments: [String] {
+            switch self {
+            case .modern: return ["-www"]
+            case .tls12Only: return ["-www", "-tls1_2"]
+            case .chachaOnly: return ["-www", "-tls1_2", "-cipher", "ECDHE-ECDSA-CHACHA20-POLY1305"]
+            }
+        }
+    }
+
+    /// One test's upstreams, its own: `s_server` serves one connection at a
+    /// time, and the pool test counts the connections `upstream` accepted.
+    final class Stack: @unchecked Sendable {
+        let dir: TemporaryDirectory
+        let pki: TestPKI
+        let servers: [OpenSSLServer]
+        let upstream: TestUpstream
+        let refusing: RefusingPort
+        let policies: String
+
+        init(_ setup: Setup, servers wanted: [Server]) async throws {
+            dir = setup.dir
+            pki = setup.pki
             upstream = try await TestUpstream(chainFile: pki.chainFile, keyFile: pki.leafKey)
             refusing = try RefusingPort()
+            var started: [OpenSSLServer] = []
+            var ports: [Server: Int] = [:]
+            for server in wanted {
+                let process = try OpenSSLServer(directory: setup.dir, certificate: setup.pki.leafCertificate, key: setup.pki.leafKey,
+                                                chain: setup.pki.intermediateCertificate, arguments: server.arguments)
+                started.append(process)
+                ports[server] = process.port
+            }
+            servers = started
+            let (modern, tls12Only, chachaOnly) = (ports[.modern] ?? refusing.port, ports[.tls12Only] ?? refusing.port,
+                                                   ports[.chachaOnly] ?? refusing.port)
             let closedPort = refusing.port
             let ca = pki.rootCertificate
             policies = """
             hosts:
               - match: tls13.test
                 action: intercept
-                upstream: 127.0.0.1:\(modern.port)
+                upstream: 127.0.0.1:\(modern)
                 tls: { min_version: "1.3", ca_file: \(ca) }
               - match: tls13-chacha.test
                 action: intercept
-                upstream: 127.0.0.1:\(modern.port)
+                upstream: 127.0.0.1:\(modern)
                 tls: { min_version: "1.3", ciphersuites: TLS_CHACHA20_POLY1305_SHA256, ca_file: \(ca) }
               - match: floor.test
                 action: intercept
-                upstream: 127.0.0.1:\(tls12Only.port)
+                upstream: 127.0.0.1:\(tls12Only)
                 tls: { min_version: "1.3", ca_file: \(ca) }
               - match: cipher.test
                 action: intercept
-                upstream: 127.0.0.1:\(chachaOnly.port)
+                upstream: 127.0.0.1:\(chachaOnly)
                 tls: { max_version: "1.2", ciphers: "ECDHE-ECDSA-AES128-GCM-SHA256", ca_file: \(ca) }
               - match: denied.test
                 action: deny
               - match: tunnel.test
                 action: tunnel
-                upstream: 127.0.0.1:\(modern.port)
+                upstream: 127.0.0.1:\(modern)
               - match: ssrf.test
                 action: intercept
                 upstream: 10.255.255.1:443
@@ -83,23 +114,26 @@ struct RoutingTests {
             """
         }
 
-        /// A proxy of the test's own over the suite's policies, stopped when `body` ends.
-        /// Loopback is allowed for the test upstreams; 10/8 and 192.168/16 are not.
-        func run(_ body: (InProcessProxy) async throws -> Void) async throws {
-            try await InProcessProxy.run(policies: policies, mainConfig: "network:\n  allow: [127.0.0.0/8]\n", body)
+        func stop() {
+            for server in servers { server.stop() }
+            upstream.stop()
         }
     }
 
-    static let setup = Task.blockingSetup { try await Setup() }
+    static let setup = Task.blockingSetup { try Setup() }
 
-    /// Runs `body` with a proxy of its own over the suite's upstreams.
-    private func withProxy(_ body: (Setup, InProcessProxy) async throws -> Void) async throws {
-        let s = try await Self.setup.value
-        try await s.run { proxy in try await body(s, proxy) }
+    /// Runs `body` with upstreams and a proxy of its own, all stopped when it ends.
+    /// Loopback is allowed for the test upstreams; 10/8 and 192.168/16 are not.
+    private func withProxy(servers: [Server] = [], _ body: (Stack, InProcessProxy) async throws -> Void) async throws {
+        let stack = try await Stack(try await Self.setup.value, servers: servers)
+        defer { stack.stop() }
+        try await InProcessProxy.run(policies: stack.policies, mainConfig: "network:\n  allow: [127.0.0.0/8]\n") { proxy in
+            try await body(stack, proxy)
+        }
     }
 
     @Test func theNegotiatedTLSIsWhatThePolicyAsked() async throws {
-        try await withProxy { _, proxy in
+        try await withProxy(servers: [.modern]) { _, proxy in
             let modern = try proxy.curl("https://tls13.test/")
             #expect(modern.status == 200)
             #expect(modern.body.contains("Protocol  : TLSv1.3"))
@@ -110,7 +144,7 @@ struct RoutingTests {
     }
 
     @Test func aTLS13FloorAgainstATLS12OnlyUpstreamIsRefused() async throws {
-        try await withProxy { _, proxy in
+        try await withProxy(servers: [.tls12Only]) { _, proxy in
             let result = try proxy.curl("https://floor.test/")
             #expect(result.status == 502)
             #expect(result.pinproxyError == "tls_version")
@@ -118,7 +152,7 @@ struct RoutingTests {
     }
 
     @Test func disjointCiphersAreRefused() async throws {
-        try await withProxy { _, proxy in
+        try await withProxy(servers: [.chachaOnly]) { _, proxy in
             let result = try proxy.curl("https://cipher.test/")
             #expect(result.status == 502)
             #expect(result.pinproxyError == "tls_cipher")
@@ -143,7 +177,7 @@ struct RoutingTests {
     }
 
     @Test func aTunnelIsABlindSpliceAndTheAppSeesTheUpstreamsOwnCertificate() async throws {
-        try await withProxy { s, proxy in
+        try await withProxy(servers: [.modern]) { s, proxy in
             // Trusting only the upstream's root works; trusting only pinproxy's CA does not.
             let direct = try proxy.curl("https://tunnel.test/", caFile: s.pki.rootCertificate)
             #expect(direct.status == 200, "\(direct.stderr)")
