@@ -10,51 +10,45 @@ import Testing
 /// injected dialer sends their own names to the test server.
 @Suite("Policy ports", .blockingWaits)
 struct PortPolicyTests {
-    final class Setup: @unchecked Sendable {
-        let dir: TemporaryDirectory
-        let pki: TestPKI
-        let upstream: TestUpstream
+    static func policies(rootCertificate: String, upstreamPort: Int) -> String {
+        """
+        hosts:
+          - match: api.test
+            action: intercept
+            tls: { ca_file: \(rootCertificate) }
+            probe_interval: 0
+            upgrade_to_tls: true
+          - match: alt.test
+            action: intercept
+            upstream: 127.0.0.1:\(upstreamPort)
+            tls: { ca_file: \(rootCertificate) }
+            probe_interval: 0
+            ports: [8443]
+            upgrade_to_tls: true
+          - match: tunnel.test
+            action: tunnel
+        """
+    }
 
-        init() async throws {
-            dir = try TemporaryDirectory("pinproxy-ports")
-            pki = try TestPKI.make(in: dir, names: ["api.test", "alt.test", "tunnel.test"])
-            upstream = try await TestUpstream(chainFile: pki.chainFile, keyFile: pki.leafKey)
-        }
-
-        var policies: String {
-            """
-            hosts:
-              - match: api.test
-                action: intercept
-                tls: { ca_file: \(pki.rootCertificate) }
-                probe_interval: 0
-                upgrade_to_tls: true
-              - match: alt.test
-                action: intercept
-                upstream: 127.0.0.1:\(upstream.port)
-                tls: { ca_file: \(pki.rootCertificate) }
-                probe_interval: 0
-                ports: [8443]
-                upgrade_to_tls: true
-              - match: tunnel.test
-                action: tunnel
-            """
-        }
-
-        func run(_ body: (InProcessProxy) async throws -> Void) async throws {
-            try await InProcessProxy.run(policies: policies, directory: dir,
-                                         upstreams: .loopback(["api.test": upstream.port, "tunnel.test": upstream.port]), body)
+    /// A PKI, a TLS upstream and a proxy of the test's own, the proxy stopped when `body` ends.
+    private func withProxy(_ body: (TestPKI, TestUpstream, InProcessProxy) async throws -> Void) async throws {
+        let dir = try TemporaryDirectory("pinproxy-ports")
+        let pki = try TestPKI.make(in: dir, names: ["api.test", "alt.test", "tunnel.test"])
+        let upstream = try await TestUpstream(chainFile: pki.chainFile, keyFile: pki.leafKey)
+        defer { upstream.stop() }
+        try await InProcessProxy.run(policies: Self.policies(rootCertificate: pki.rootCertificate, upstreamPort: upstream.port), directory: dir,
+                                     upstreams: .loopback(["api.test": upstream.port, "tunnel.test": upstream.port])) { proxy in
+            try await body(pki, upstream, proxy)
         }
     }
 
     @Test func theDefaultPortsAre443ForCONNECTAnd80Or443ForHTTP() async throws {
-        let s = try await Setup()
-        try await s.run { proxy in
+        try await withProxy { pki, upstream, proxy in
             let served = try proxy.curl("https://api.test/")
             #expect(served.status == 200, "\(served.stderr) \(served.body)")
             #expect(try proxy.curl("http://api.test/").status == 200)
             // CONNECT api.test:8443 and tunnel.test:8443: refused before any dial.
-            let before = s.upstream.connections.withLockedValue { $0 }
+            let before = upstream.connections.withLockedValue { $0 }
             for url in ["https://api.test:8443/", "https://tunnel.test:8443/", "https://api.test:80/"] {
                 let refused = try proxy.curl(url)
                 #expect(refused.connectStatus == 403, "\(url): \(refused.stderr)")
@@ -65,9 +59,9 @@ struct PortPolicyTests {
             #expect(plain.status == 403)
             #expect(plain.pinproxyError == "port_denied")
             #expect(plain.body.contains("does not allow port 8080 of api.test"), "\(plain.body)")
-            #expect(s.upstream.connections.withLockedValue { $0 } == before, "a refused port is never dialled")
+            #expect(upstream.connections.withLockedValue { $0 } == before, "a refused port is never dialled")
             // The tunnel at its default port still splices.
-            #expect(try proxy.curl("https://tunnel.test/", caFile: s.pki.rootCertificate).status == 200)
+            #expect(try proxy.curl("https://tunnel.test/", caFile: pki.rootCertificate).status == 200)
 
             let lines = await proxy.waitForAccessLog(count: 7)
             #expect(lines.filter { $0["error"] == "port_denied" }.count == 4, "\(lines)")
@@ -77,8 +71,7 @@ struct PortPolicyTests {
     }
 
     @Test func portsReplacesTheDefaultsForBothForms() async throws {
-        let s = try await Setup()
-        try await s.run { proxy in
+        try await withProxy { _, _, proxy in
             // `upstream:` dials the test server; the port asked for is what `ports:` judges.
             let served = try proxy.curl("https://alt.test:8443/")
             #expect(served.status == 200, "\(served.stderr) \(served.body)")
