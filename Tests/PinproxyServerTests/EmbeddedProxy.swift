@@ -151,6 +151,8 @@ final class Recorder: @unchecked Sendable {  // guarded by `lock`
         var level: Logger.Level
         var message: String
         var metadata: [String: String]
+        /// The metadata as logged (arrays and dictionaries kept), for what `metadata` flattens.
+        var values: Logger.Metadata = [:]
     }
 
     private let lock = NSLock()
@@ -195,7 +197,7 @@ struct RecordingLogHandler: LogHandler {
     func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
              file: String, function: String, line: UInt) {
         let all = self.metadata.merging(metadata ?? [:]) { _, new in new }
-        recorder.log(.init(label: label, level: level, message: message.description, metadata: all.mapValues { "\($0)" }))
+        recorder.log(.init(label: label, level: level, message: message.description, metadata: all.mapValues { "\($0)" }, values: all))
     }
 }
 

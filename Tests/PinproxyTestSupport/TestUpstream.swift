@@ -27,7 +27,8 @@ public enum TestPattern {
 /// An HTTP/1.1 server (over TLS with a given chain, or plain) on 127.0.0.1:0
 /// standing in for an upstream API. Routes:
 /// `/bytes/N` N pattern bytes (streamed with backpressure), `/slow/MS` answers
-/// after MS ms, `/echo` the request as JSON, `/status/N` that status, else a greeting.
+/// after MS ms, `/echo` the request as JSON, `/status/N` that status (with
+/// `Retry-After: S` for `?retry-after=S`), else a greeting.
 /// `closeConnections` ends the connections open now, as a server's keep-alive timeout would.
 public final class TestUpstream: @unchecked Sendable {
     public let channel: any Channel
@@ -169,8 +170,12 @@ public final class TestUpstream: @unchecked Sendable {
                 context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(ms)) {
                     self.send(context: context, status: .ok, body: "slow response after \(ms) ms")
                 }
-            } else if path.hasPrefix("/status/"), let code = Int(path.dropFirst(8)) {
-                send(context: context, status: HTTPResponseStatus(statusCode: code), body: "{\"status\": \(code)}")
+            } else if path.hasPrefix("/status/"), let code = Int(path.dropFirst(8).prefix { $0 != "?" }) {
+                // `?retry-after=S` adds that header (a 429 that opens a window).
+                let retryAfter = path.split(separator: "?", maxSplits: 1).dropFirst().first
+                    .flatMap { $0.split(separator: "&").first { $0.hasPrefix("retry-after=") } }.map { String($0.dropFirst(12)) }
+                send(context: context, status: HTTPResponseStatus(statusCode: code), body: "{\"status\": \(code)}",
+                     extraHeaders: retryAfter.map { [("Retry-After", $0)] } ?? [])
             } else if path.hasPrefix("/echo") {
                 let headerList = head.headers.map { "[\"\(Self.escape($0.name))\", \"\(Self.escape($0.value))\"]" }.joined(separator: ", ")
                 send(context: context, status: .ok, body: "{\"method\": \"\(head.method.rawValue)\", \"uri\": \"\(Self.escape(head.uri))\", \"headers\": [\(headerList)], \"body_bytes\": \(bodyBytes)}")
@@ -179,8 +184,8 @@ public final class TestUpstream: @unchecked Sendable {
             }
         }
 
-        private func send(context: ChannelHandlerContext, status: HTTPResponseStatus, body: String) {
-            var headers = HTTPHeaders([("Content-Length", String(body.utf8.count)), ("Content-Type", "text/plain")])
+        private func send(context: ChannelHandlerContext, status: HTTPResponseStatus, body: String, extraHeaders: [(String, String)] = []) {
+            var headers = HTTPHeaders([("Content-Length", String(body.utf8.count)), ("Content-Type", "text/plain")] + extraHeaders)
             if !keepAlive { headers.add(name: "Connection", value: "close") }
             context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
             context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: body)))), promise: nil)

@@ -29,13 +29,28 @@ public final class ProxyServer: Service, Sendable {
     let onDraining: @Sendable () -> Void
 
     /// A proxy over `store`'s policies, intercepting with `ca`.
-    public init(
+    public convenience init(
         store: PolicyStore, ca: CertificateAuthority, instrumentation: any ProxyInstrumentation = NoInstrumentation(),
         logger: Logger, accessLog: Logger, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         onListening: @escaping @Sendable (SocketAddress) -> Void = { _ in },
         onDraining: @escaping @Sendable () -> Void = {}
     ) throws {
-        self.services = try ProxyServices(store: store, ca: ca, instrumentation: instrumentation, logger: logger, accessLog: accessLog)
+        try self.init(store: store, ca: ca, instrumentation: instrumentation, logger: logger, accessLog: accessLog, group: group,
+                      dialer: nil, clock: .system, onListening: onListening, onDraining: onDraining)
+    }
+
+    /// As above, with the upstream dialer and the clock given. Only the
+    /// in-process tests (Tests/PinproxyServerTests/InProcess) call this: a
+    /// dialer that sends names to loopback servers or scripts the upstream,
+    /// and a clock they move forward instead of waiting.
+    init(
+        store: PolicyStore, ca: CertificateAuthority, instrumentation: any ProxyInstrumentation,
+        logger: Logger, accessLog: Logger, group: any EventLoopGroup, dialer: UpstreamDialer?, clock: ServicesClock,
+        onListening: @escaping @Sendable (SocketAddress) -> Void,
+        onDraining: @escaping @Sendable () -> Void
+    ) throws {
+        self.services = try ProxyServices(store: store, ca: ca, instrumentation: instrumentation, logger: logger, accessLog: accessLog,
+                                          dialer: dialer, clock: clock)
         self.group = group
         self.onListening = onListening
         self.onDraining = onDraining
