@@ -161,6 +161,7 @@ final class Recorder: @unchecked Sendable {  // guarded by `lock`
     private var _completed: [(policy: String, status: Int)] = []
     private var _clientHandshakes: [String] = []
     private var _minted = 0
+    private var _trafficRecorders = 0
 
     var logs: [Line] { lock.withLock { _logs } }
     /// `denied_total` reasons, in order.
@@ -169,12 +170,15 @@ final class Recorder: @unchecked Sendable {  // guarded by `lock`
     var completed: [(policy: String, status: Int)] { lock.withLock { _completed } }
     var clientHandshakes: [String] { lock.withLock { _clientHandshakes } }
     var minted: Int { lock.withLock { _minted } }
+    /// How many times a handler asked for the series to count its requests in.
+    var trafficRecorders: Int { lock.withLock { _trafficRecorders } }
 
     func log(_ line: Line) { lock.withLock { _logs.append(line) } }
     func denied(_ code: String) { lock.withLock { _denied.append(code) } }
     func completed(_ policy: String, _ status: Int) { lock.withLock { _completed.append((policy, status)) } }
     func clientHandshake(_ result: String) { lock.withLock { _clientHandshakes.append(result) } }
     func mint() { lock.withLock { _minted += 1 } }
+    func resolvedTraffic() { lock.withLock { _trafficRecorders += 1 } }
 }
 
 struct RecordingLogHandler: LogHandler {
@@ -220,4 +224,8 @@ struct RecordingInstrumentation: ProxyInstrumentation {
     func mintedCertificate() { recorder.mint() }
     func clientHandshake(_ result: ClientHandshakeResult) { recorder.clientHandshake(result.rawValue) }
     func probe(policy: HostPolicy, success: Bool) {}
+    func trafficRecorder(policy: HostPolicy?) -> any TrafficRecorder {
+        recorder.resolvedTraffic()
+        return ForwardingTrafficRecorder(instrumentation: self, policy: policy)
+    }
 }

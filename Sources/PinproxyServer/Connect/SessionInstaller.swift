@@ -47,7 +47,7 @@ enum SessionInstaller {
             },
             makeStreamExchange: {
                 HTTPExchangeHandler(services: services, interception: interception, clientAddress: clientAddress,
-                                    headTimer: timer.makeSibling(), limits: limits, clientProtocol: .h2)
+                                    headTimer: nil, limits: limits, clientProtocol: .h2)
             })
         try InterceptedPipeline.configure(context.channel, tls: tls, reporter: reporter, session: session)
         listenerLayers.remove(from: context.pipeline.syncOperations)

@@ -127,7 +127,10 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
     /// Set only by the machine itself (its extensions live in other files).
     internal(set) var state: State = .idle
     /// Parts of pipelined requests that arrived while an exchange was in progress.
-    private var queued = CircularBuffer<HTTPServerRequestPart>()
+    /// Made at the first such part: most connections never pipeline, and an
+    /// HTTP/2 stream (a machine per request) never does, so an empty buffer
+    /// made up front was an allocation per stream (issue 33).
+    private var queued: CircularBuffer<HTTPServerRequestPart>?
     var shuttingDown = false
     /// The identity of the request routed last: a refusal before the next
     /// one is routed (a malformed head) is counted under it.
@@ -146,7 +149,7 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
     static var drainLimit: UInt64 { 64 * 1024 }
 
     /// Whether request parts arrived after the current one ended (pipelined).
-    var hasQueuedParts: Bool { !queued.isEmpty }
+    var hasQueuedParts: Bool { !(queued?.isEmpty ?? true) }
 
     init(idleTimeout: TimeAmount, acceptsConnect: Bool) {
         self.idleTimeout = idleTimeout
@@ -168,14 +171,14 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         case .handedOver:
             return .passOn(part)
         case .authenticating:
-            queued.append(part)  // after the head's routing, in the order it came
+            queue(part)  // after the head's routing, in the order it came
             return .none
         case .closed, .spliced:
             return .none
         case .acquiring(let exchange, _), .authorizing(let exchange, _, _), .forwarding(let exchange, _, _),
              .discardingRefusal(let exchange, _, _), .responded(let exchange), .refused(let exchange), .switching(let exchange, _):
             if exchange.requestEnded {
-                queued.append(part)  // the next pipelined request waits its turn
+                queue(part)  // the next pipelined request waits its turn
                 return .none
             }
             switch part {
@@ -318,16 +321,21 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         return .none
     }
 
+    private mutating func queue(_ part: HTTPServerRequestPart) {
+        if queued == nil { queued = CircularBuffer(initialCapacity: 4) }
+        queued!.append(part)
+    }
+
     /// The next queued part, when the connection is ready for it: a head when
     /// idle, or more of the request in progress.
     mutating func nextQueuedPart() -> HTTPServerRequestPart? {
-        guard !queued.isEmpty else { return nil }
+        guard hasQueuedParts else { return nil }
         switch state {
         case .idle:
-            return queued.removeFirst()
+            return queued!.removeFirst()
         case .acquiring(let exchange, _), .authorizing(let exchange, _, _), .forwarding(let exchange, _, _),
              .discardingRefusal(let exchange, _, _), .responded(let exchange), .refused(let exchange):
-            return exchange.requestEnded ? nil : queued.removeFirst()
+            return exchange.requestEnded ? nil : queued!.removeFirst()
         case .authenticating, .closed, .handedOver, .switching, .spliced, .modifying:
             return nil
         }

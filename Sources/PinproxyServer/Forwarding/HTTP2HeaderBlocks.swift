@@ -115,17 +115,44 @@ enum HTTP2HeaderBlocks {
     /// `headers` onto `block`, normalised; `droppingHost`: a request's `Host`
     /// already went as its `:authority`.
     static func appendNormalised(_ headers: HTTPHeaders, to block: inout HPACKHeaders, droppingHost: Bool = false) {
-        // Only a head with a `Connection` field names more fields to drop (rare: the exchange strips hop-by-hop).
-        let named = headers.contains(name: "connection") ? Set(headers[canonicalForm: "connection"].map { $0.lowercased() }) : []
+        // Only a head with a `Connection` field naming other fields has more to
+        // drop (rare: the exchange strips hop-by-hop). `Connection: close`,
+        // which the exchange adds to the last response of a connection and so
+        // to every response on a stream, names none: told apart without the
+        // set and the split values (five allocations per h2 response, issue 33).
+        let options = connectionOptions(headers)
+        let named = options == .others ? Set(headers[canonicalForm: "connection"].map { $0.lowercased() }) : []
         for (name, value) in headers {
             let lower = lowercased(name)
             switch lower {
             case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade": continue
             case "host" where droppingHost: continue
+            case "close" where options == .close: continue  // as the named set would have it
             default: if !named.isEmpty && named.contains(lower) { continue }
             }
             block.add(name: lower, value: value)
         }
+    }
+
+    /// What the `Connection` fields name, as far as dropping fields goes.
+    enum ConnectionOptions: Equatable {
+        case none
+        /// `close` (and perhaps `keep-alive`, dropped anyway) and nothing else.
+        case close
+        /// Something else: the fields it names are dropped too.
+        case others
+    }
+
+    static func connectionOptions(_ headers: HTTPHeaders) -> ConnectionOptions {
+        var options = ConnectionOptions.none
+        for (name, value) in headers where name.utf8.count == 10 && MessageRules.asciiEqualsIgnoringCase(name, "connection") {
+            if MessageRules.asciiEqualsIgnoringCase(value, "close") {
+                options = .close
+            } else if !MessageRules.asciiEqualsIgnoringCase(value, "keep-alive") {
+                return .others
+            }
+        }
+        return options
     }
 
     /// `name` in lowercase, without a new string when it already is.

@@ -21,7 +21,9 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     /// The intercepted session this handler serves (nil: the listener).
     let interception: RequestRouter.Interception?
     let clientAddress: String
-    let headTimer: RequestHeadTimer
+    /// Nil on an HTTP/2 stream: the h2 connection's manager bounds idleness,
+    /// and a stream's head arrives whole in one HEADERS block.
+    let headTimer: RequestHeadTimer?
     let limits: PinproxyConfig.Limits
     var machine: Machine
     private var context: ChannelHandlerContext?
@@ -29,14 +31,14 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     /// The HTTP/1.1 layers its builder added with it (`HTTP1ServerPipeline`),
     /// for a WebSocket splice to take out; nil on an HTTP/2 stream.
     var serverLayers: PipelineLayers?
-    /// The series of the policy this connection's requests went to last.
+    /// The series of the policy this connection's requests went to last
+    /// (outside an intercepted session: inside, the session keeps them).
     private var traffic: (policy: HostPolicy?, recorder: any TrafficRecorder)?
-    /// HTTP/1.1 on a connection, or one HTTP/2 stream (its head timer is then
-    /// detached: the h2 connection's manager bounds idleness).
+    /// HTTP/1.1 on a connection, or one HTTP/2 stream (then without a head timer).
     let clientProtocol: ClientProtocol
 
     init(services: ProxyServices, interception: RequestRouter.Interception?, clientAddress: String,
-         headTimer: RequestHeadTimer, limits: PinproxyConfig.Limits, clientProtocol: ClientProtocol = .http1) {
+         headTimer: RequestHeadTimer?, limits: PinproxyConfig.Limits, clientProtocol: ClientProtocol = .http1) {
         self.clientProtocol = clientProtocol
         self.services = services
         self.interception = interception
@@ -157,7 +159,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         case .none:
             break
         case .route(let head):
-            headTimer.headComplete()
+            headTimer?.headComplete()
             // Inside a session the CONNECT's identity holds; on the listener each request proves its own.
             guard interception == nil else { return route(head, client: .unchecked, context: context) }
             let address = context.channel.remoteAddress?.addressBytes
@@ -205,8 +207,13 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
         case .endResponse(let trailers, let upstream, let reusable, let closeClient, let finished, let next):
             release(upstream, reusable: reusable)
-            context.writeAndFlush(wrapOutboundOut(.end(trailers))).assumeIsolated().whenComplete { _ in
-                if closeClient { context.close(promise: nil) }
+            if closeClient {
+                context.writeAndFlush(wrapOutboundOut(.end(trailers))).assumeIsolated().whenComplete { _ in
+                    context.close(promise: nil)
+                }
+            } else {
+                // The keep-alive response: no promise and no callback to allocate.
+                context.writeAndFlush(wrapOutboundOut(.end(trailers)), promise: nil)
             }
             if let finished {
                 logAccess(finished)
@@ -284,7 +291,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     private func after(_ next: Machine.Next, context: ChannelHandlerContext) {
         switch next {
         case .takeNext:
-            headTimer.connectionIsIdle()
+            headTimer?.connectionIsIdle()
             takeQueuedParts(context: context)
         case .close:
             machine.closing()
@@ -367,15 +374,24 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         }
         let status = exchange.status ?? 0
         let seconds = Double((NIODeadline.now() - exchange.started).nanoseconds) / 1e9
-        if traffic == nil || traffic?.policy !== exchange.policy {
-            traffic = (exchange.policy, services.instrumentation.trafficRecorder(policy: exchange.policy))
-        }
         services.recordAccess(AccessRecord(
             client: clientAddress, method: exchange.method.rawValue, host: exchange.host.isEmpty ? "-" : exchange.host,
             path: exchange.target, status: status, bytesUp: exchange.bytesUp, bytesDown: exchange.bytesDown,
             seconds: seconds, policy: exchange.policyLabel, pin: exchange.pinVerdict?.metricLabel,
             upstream: exchange.upstreamAddress, error: exchange.error?.code.rawValue ?? exchange.failure?.text, mode: modeLabel,
             identity: exchange.identity, clientProtocol: clientProtocol, detail: exchange.error?.withheldDetail
-        ), to: traffic!.recorder)
+        ), to: trafficRecorder(policy: exchange.policy))
+    }
+
+    /// The series this exchange is counted in: the session's (shared by its
+    /// HTTP/2 streams, each a handler of its own), else this connection's.
+    private func trafficRecorder(policy: HostPolicy?) -> any TrafficRecorder {
+        if let routes = interception?.routes {
+            return routes.trafficRecorder(policy: policy) { services.instrumentation.trafficRecorder(policy: $0) }
+        }
+        if let traffic, traffic.policy === policy { return traffic.recorder }
+        let recorder = services.instrumentation.trafficRecorder(policy: policy)
+        traffic = (policy, recorder)
+        return recorder
     }
 }

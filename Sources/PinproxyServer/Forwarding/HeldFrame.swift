@@ -38,7 +38,9 @@ struct HeldFrame {
     }
 
     /// The stream failed or its channel went away before the frame was written.
-    mutating func fail(_ error: any Error) {
-        take()?.promise?.fail(error)
+    /// The error is made only when a frame was held: boxing one is an
+    /// allocation, and every stream's handler removal asks (issue 33).
+    mutating func fail(_ error: @autoclosure () -> any Error) {
+        take()?.promise?.fail(error())
     }
 }

@@ -107,21 +107,32 @@ enum MessageRules {
     /// policy's header rules applied, `Via` added. The Host header stays.
     /// Framing comes last, so neither a client's `Connection` header nor a
     /// policy's header rules can change how the body is delimited.
+    ///
+    /// Built from the app's head itself, not a new one: its method, target
+    /// and version live in one shared box that is copied only when the
+    /// target or version changes (an origin-form HTTP/1.1 request, the
+    /// common one, keeps it), and its fields are copied once, with room for
+    /// what is added here (issue 33: a head box and a regrown field array
+    /// per request).
     static func upstreamHead(from head: HTTPRequestHead, target: String, hostHeader: String, rules: HeaderRules?, framing: RequestFraming) -> HTTPRequestHead {
-        var headers = head.headers
+        var upstream = head
+        if upstream.uri != target { upstream.uri = target }
+        if upstream.version != .http1_1 { upstream.version = .http1_1 }
         let trailers = acceptsTrailers(head.headers)
-        stripHopByHop(&headers)
+        // Via, and perhaps Host, TE and a framing field.
+        upstream.headers.reserveCapacity(head.headers.count + 4)
+        stripHopByHop(&upstream.headers)
         // `te: trailers` is the one TE HTTP/2 allows, and gRPC needs it end to end
         // (docs/contract.md §11); any other TE value stays hop-by-hop.
-        if trailers { headers.add(name: "te", value: "trailers") }
-        if !headers.contains(name: "host") { headers.add(name: "Host", value: hostHeader) }
+        if trailers { upstream.headers.add(name: "te", value: "trailers") }
+        if !upstream.headers.contains(name: "host") { upstream.headers.add(name: "Host", value: hostHeader) }
         if let rules {
-            for name in rules.remove { headers.remove(name: name) }
-            for field in rules.set { headers.replaceOrAdd(name: field.name, value: field.value) }
+            for name in rules.remove { upstream.headers.remove(name: name) }
+            for field in rules.set { upstream.headers.replaceOrAdd(name: field.name, value: field.value) }
         }
-        framing.apply(to: &headers)
-        headers.add(name: "Via", value: Via.value(receivedIn: head.version))
-        return HTTPRequestHead(version: .http1_1, method: head.method, uri: target, headers: headers)
+        framing.apply(to: &upstream.headers)
+        upstream.headers.add(name: "Via", value: Via.value(receivedIn: head.version))
+        return upstream
     }
 
     /// Whether the request's TE names `trailers` (RFC 9110 §10.1.4).
@@ -132,12 +143,17 @@ enum MessageRules {
     }
 
     /// The head sent back to the client: hop-by-hop removed, `Via` added.
+    /// Made from the upstream's head as `upstreamHead` is from the app's:
+    /// its status box kept unless the version changes, its fields copied once.
     static func clientHead(from head: HTTPResponseHead, closing: Bool) -> HTTPResponseHead {
-        var headers = head.headers
-        stripHopByHop(&headers)
-        headers.add(name: "Via", value: Via.value(receivedIn: head.version))
-        if closing { headers.replaceOrAdd(name: "Connection", value: "close") }
-        return HTTPResponseHead(version: .http1_1, status: head.status, headers: headers)
+        var client = head
+        if client.version != .http1_1 { client.version = .http1_1 }
+        // Via, and perhaps `Connection: close`.
+        client.headers.reserveCapacity(head.headers.count + 2)
+        stripHopByHop(&client.headers)
+        client.headers.add(name: "Via", value: Via.value(receivedIn: head.version))
+        if closing { client.headers.replaceOrAdd(name: "Connection", value: "close") }
+        return client
     }
 
     /// The upstream's `101` to a WebSocket upgrade, for the app: hop-by-hop

@@ -62,8 +62,10 @@ enum RequestRouter {
     /// `client` is what the request's credential established (absolute-form
     /// requests are admitted here, after the policy lookup); inside an
     /// intercepted session the CONNECT was admitted and `interception`
-    /// carries its identity.
-    static func route(_ head: HTTPRequestHead, interception: Interception?, snapshot: PolicySnapshot, maxHeadBytes: Int,
+    /// carries its identity. `snapshot` is read only for an absolute-form
+    /// request: a session's policy was fixed by its CONNECT, and reading the
+    /// store takes its lock and a retain for every request (issue 33).
+    static func route(_ head: HTTPRequestHead, interception: Interception?, snapshot: @autoclosure () -> PolicySnapshot, maxHeadBytes: Int,
                       client: ClientStanding = .unchecked) -> RoutingDecision {
         var decision = RoutingDecision(host: interception?.host ?? "", policy: interception?.policy,
                                        result: .failure(ProxyError(.badRequest, host: nil, detail: "unrouted")),
@@ -90,7 +92,7 @@ enum RequestRouter {
             if let interception {
                 route = try routeIntercepted(head, in: interception, framing: framing, closeAfter: &decision.closeAfter)
             } else {
-                route = try routeAbsoluteForm(head, snapshot: snapshot, framing: framing, client: client, decision: &decision)
+                route = try routeAbsoluteForm(head, snapshot: snapshot(), framing: framing, client: client, decision: &decision)
             }
             if MessageRules.asksWebSocket(head) {
                 try checkWebSocket(host: decision.host, policy: decision.policy)
@@ -225,6 +227,21 @@ final class SessionRouteCache: @unchecked Sendable {
     private var hostValue: String?
     /// Requests whose Host check was skipped (tests).
     private(set) var hits = 0
+    /// The series the session's requests are counted in, resolved by the
+    /// first that ends. An HTTP/2 stream has an exchange handler of its own,
+    /// so a cache in the handler was a recorder, a host-series lookup and a
+    /// requests-series lookup per stream (issue 33).
+    private var traffic: (policy: HostPolicy?, recorder: any TrafficRecorder)?
+
+    /// The recorder for `policy`'s series, made by `resolve` once (again only
+    /// if a request of the session ends under another policy: a malformed
+    /// head is counted under none).
+    func trafficRecorder(policy: HostPolicy?, resolve: (HostPolicy?) -> any TrafficRecorder) -> any TrafficRecorder {
+        if let traffic, traffic.policy === policy { return traffic.recorder }
+        let recorder = resolve(policy)
+        traffic = (policy, recorder)
+        return recorder
+    }
 
     func acceptedHost(_ value: String) -> Bool {
         guard hostValue == value else { return false }

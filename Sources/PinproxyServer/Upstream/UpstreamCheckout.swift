@@ -87,16 +87,25 @@ final class UpstreamCheckout: Sendable {
     }
 
     /// A stream on a pooled HTTP/2 connection (its place in the pool is counted
-    /// already; given back if the stream cannot be opened).
+    /// already; given back if the stream cannot be opened), opened on the
+    /// connection's loop (a request on another loop, which the pool lends to
+    /// at its limit, gets it there).
     private func openStream(on connection: UpstreamConnection, policy: HostPolicy?, reused: Bool) -> EventLoopFuture<CheckedOut> {
-        connection.multiplexer!.openStream(on: connection).map { stream in
-            self.instrumentation.upstreamStreams(policy: policy, delta: 1)
-            stream.channel.closeFuture.whenComplete { _ in self.instrumentation.upstreamStreams(policy: policy, delta: -1) }
-            return (stream, reused)
-        }.flatMapError { error in
-            self.pool.streamEnded(on: connection)
-            return connection.channel.eventLoop.makeFailedFuture(ProxyError(.connectFailed, host: connection.key.host,
-                detail: "could not open an HTTP/2 stream to \(connection.key.host): \(UpstreamConnector.describe(error))"))
+        let loop = connection.channel.eventLoop
+        guard loop.inEventLoop else { return loop.flatSubmit { self.openStream(on: connection, policy: policy, reused: reused) } }
+        let checkedOut = loop.makePromise(of: CheckedOut.self)
+        connection.multiplexer!.openStream(on: connection) { result in
+            switch result {
+            case .success(let stream):
+                self.instrumentation.upstreamStreams(policy: policy, delta: 1)
+                stream.channel.closeFuture.whenComplete { _ in self.instrumentation.upstreamStreams(policy: policy, delta: -1) }
+                checkedOut.succeed((stream, reused))
+            case .failure(let error):
+                self.pool.streamEnded(on: connection)
+                checkedOut.fail(ProxyError(.connectFailed, host: connection.key.host,
+                    detail: "could not open an HTTP/2 stream to \(connection.key.host): \(UpstreamConnector.describe(error))"))
+            }
         }
+        return checkedOut.futureResult
     }
 }

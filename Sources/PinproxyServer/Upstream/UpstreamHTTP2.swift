@@ -81,22 +81,35 @@ final class UpstreamMultiplexer: @unchecked Sendable {
 
     var maxStreams: Int { handler.maxStreams }
 
-    /// A new stream on `connection` (this multiplexer's connection), opened on its event loop.
-    func openStream(on connection: UpstreamConnection) -> EventLoopFuture<UpstreamConnection> {
+    /// A new stream on `connection` (this multiplexer's connection), from its
+    /// event loop; `opened` is told once, on that loop, with the stream or why
+    /// there is none. NIO sets a stream up on the loop's next tick and
+    /// completes its promise whatever happens (also when the stream could not
+    /// be set up at all); the stream's `UpstreamConnection` is made from it
+    /// there. One promise and one callback per stream: a chain of futures
+    /// here (NIO's future, a promise of ours, a failure callback, a map and
+    /// a mapped error) was about a tenth of what an HTTP/2 request allocates
+    /// beyond the floor (issue 33, bench/README.md).
+    func openStream(on connection: UpstreamConnection, opened: @escaping (Result<UpstreamConnection, any Error>) -> Void) {
         let loop = connection.channel.eventLoop
-        // A request on another loop (the pool lends across loops at its limit).
-        guard loop.inEventLoop else { return loop.flatSubmit { self.openStream(on: connection) } }
-        let made = loop.makePromise(of: UpstreamConnection.self)
-        streams.createStreamChannel { stream in
-            stream.eventLoop.makeCompletedFuture {
-                let handler = try UpstreamHTTP2Pipeline.configureStream(stream)
-                made.succeed(UpstreamConnection(
-                    channel: stream, key: connection.key, handler: handler, pinEvaluation: connection.pinEvaluation,
-                    handshake: connection.handshake, parent: connection))
+        loop.preconditionInEventLoop()
+        let made = loop.makePromise(of: (any Channel).self)
+        streams.createStreamChannel(promise: made) { stream in
+            do {
+                _ = try UpstreamHTTP2Pipeline.configureStream(stream)
+                return stream.eventLoop.makeSucceededVoidFuture()
+            } catch {
+                return stream.eventLoop.makeFailedFuture(error)
             }
-        }.whenFailure { error in
-            made.fail(error)
         }
-        return made.futureResult
+        made.futureResult.assumeIsolated().whenComplete { result in
+            opened(result.flatMap { stream in
+                Result {
+                    UpstreamConnection(
+                        channel: stream, key: connection.key, handler: try stream.pipeline.syncOperations.handler(type: UpstreamHTTPHandler.self),
+                        pinEvaluation: connection.pinEvaluation, handshake: connection.handshake, parent: connection)
+                }
+            })
+        }
     }
 }

@@ -1,0 +1,162 @@
+import NIOCore
+import NIOEmbedded
+import NIOHTTP1
+import PinproxyPolicy
+import Testing
+
+@testable import PinproxyServer
+
+/// Work the request path no longer does for every request (issue 33,
+/// fourth pass, bench/README.md): each test names one piece and fails if it
+/// comes back. What they guard is allocations and locks per request, which
+/// only a profile measures; here the shape that avoids them is checked.
+@Suite("Per-request work")
+struct PerRequestWorkTests {
+    // MARK: Routing
+
+    @Test func routingInsideASessionDoesNotReadThePolicyStore() throws {
+        let snapshot = SessionRouteCacheTests.snapshot
+        var reads = 0
+        let decision = RequestRouter.route(SessionRouteCacheTests.head(), interception: SessionRouteCacheTests.session(),
+                                           snapshot: { reads += 1; return snapshot }(), maxHeadBytes: 65_536)
+        _ = try decision.result.get()
+        #expect(reads == 0, "a session's policy was fixed by its CONNECT: the store (a lock and a retain) is not read")
+        // On the listener, an absolute-form request is routed by the policies in force: read once.
+        var absolute = HTTPRequestHead(version: .http1_1, method: .GET, uri: "http://api.test/v1")
+        absolute.headers.add(name: "Host", value: "api.test")
+        _ = RequestRouter.route(absolute, interception: nil, snapshot: { reads += 1; return snapshot }(), maxHeadBytes: 65_536)
+        #expect(reads == 1)
+    }
+
+    // MARK: Heads
+
+    /// The address of a head's storage box (its first stored property).
+    static func box<Head>(_ head: Head) -> UInt {
+        withUnsafeBytes(of: head) { $0.load(as: UInt.self) }
+    }
+
+    static func fields(_ headers: HTTPHeaders) -> [String] {
+        headers.map { "\($0.name): \($0.value)" }
+    }
+
+    @Test func anOriginFormRequestGoesUpInTheAppsHeadNotANewOne() throws {
+        var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/v1?x=1")
+        head.headers.add(name: "Host", value: "a.test")
+        head.headers.add(name: "Accept", value: "*/*")
+        let up = MessageRules.upstreamHead(from: head, target: "/v1?x=1", hostHeader: "a.test", rules: nil, framing: .none)
+        #expect(Self.box(up) == Self.box(head), "method, target and version stay in the app head's box")
+        #expect(Self.fields(up.headers) == ["Host: a.test", "Accept: */*", "Via: 1.1 pinproxy"])
+        #expect(Self.fields(head.headers) == ["Host: a.test", "Accept: */*"], "the app's head is not changed")
+        // A target or version that changes gets a box of its own; the app's head keeps its own.
+        var absolute = HTTPRequestHead(version: .http1_0, method: .GET, uri: "http://a.test/v1")
+        absolute.headers.add(name: "Host", value: "a.test")
+        let rewritten = MessageRules.upstreamHead(from: absolute, target: "/v1", hostHeader: "a.test", rules: nil, framing: .none)
+        #expect(rewritten.uri == "/v1" && rewritten.version == .http1_1 && rewritten.method == .GET)
+        #expect(absolute.uri == "http://a.test/v1" && absolute.version == .http1_0)
+        #expect(Self.fields(rewritten.headers) == ["Host: a.test", "Via: 1.0 pinproxy"])
+    }
+
+    @Test func aResponseGoesToTheAppInTheUpstreamsHeadNotANewOne() {
+        let upstream = HTTPResponseHead(version: .http1_1, status: .ok,
+                                        headers: ["Content-Length": "5", "Connection": "keep-alive", "ETag": "\"x\""])
+        let client = MessageRules.clientHead(from: upstream, closing: false)
+        #expect(Self.box(client) == Self.box(upstream), "status and version stay in the upstream head's box")
+        #expect(Self.fields(client.headers) == ["Content-Length: 5", "ETag: \"x\"", "Via: 1.1 pinproxy"])
+        #expect(Self.fields(upstream.headers) == ["Content-Length: 5", "Connection: keep-alive", "ETag: \"x\""])
+        let closing = MessageRules.clientHead(from: upstream, closing: true)
+        #expect(Self.fields(closing.headers) == ["Content-Length: 5", "ETag: \"x\"", "Via: 1.1 pinproxy", "Connection: close"])
+        let old = HTTPResponseHead(version: .http1_0, status: .notFound, headers: ["Content-Length": "0"])
+        let upgraded = MessageRules.clientHead(from: old, closing: false)
+        #expect(upgraded.version == .http1_1 && upgraded.status == .notFound && old.version == .http1_0)
+        #expect(Self.fields(upgraded.headers) == ["Content-Length: 0", "Via: 1.0 pinproxy"])
+    }
+
+    // MARK: HTTP/2 streams
+
+    /// Each app stream has its own exchange handler; the session's series are
+    /// resolved by the first stream that ends and kept for the others.
+    @Test func theStreamsOfOneSessionCountInSeriesResolvedOnce() throws {
+        let proxy = try EmbeddedProxy()
+        let limits = proxy.services.store.snapshot.config.limits
+        let policy = try #require(proxy.services.store.snapshot.policy(forHost: "intercept.test"))
+        let session = RequestRouter.Interception(host: "intercept.test", port: 443, policy: policy)
+        for _ in 0..<3 {
+            let stream = EmbeddedChannel()
+            defer { _ = try? stream.finish(acceptAlreadyClosed: true) }
+            try stream.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50_000)).wait()
+            try stream.pipeline.syncOperations.addHandler(HTTPExchangeHandler(
+                services: proxy.services, interception: session, clientAddress: "127.0.0.1:50000", headTimer: nil,
+                limits: limits, clientProtocol: .h2))
+            // Another host than the session's: refused (421) without an upstream, and counted.
+            var head = HTTPRequestHead(version: .http2, method: .GET, uri: "/x")
+            head.headers.add(name: "host", value: "elsewhere.test")
+            try stream.writeInbound(HTTPServerRequestPart.head(head))
+            try stream.writeInbound(HTTPServerRequestPart.end(nil))
+        }
+        #expect(proxy.recorder.completed.map(\.status) == [421, 421, 421])
+        #expect(proxy.recorder.completed.allSatisfy { $0.policy == "intercept.test" })
+        #expect(proxy.recorder.trafficRecorders == 1, "one session: its series resolved once, not per stream")
+    }
+
+    /// A stream on a pooled HTTP/2 connection comes through one promise of
+    /// NIO's and one callback (not a chain of futures): it arrives on the
+    /// loop's next tick, as a stream of that connection.
+    @Test func aStreamOnAPooledHTTP2ConnectionArrivesOnTheNextTick() throws {
+        let proxy = try EmbeddedProxy()
+        let policy = try #require(proxy.services.store.snapshot.policy(forHost: "intercept.test"))
+        let plan = DialPlan(host: "intercept.test", port: 443, tls: true, policy: policy)
+        let pool = UpstreamPool()
+        let checkout = UpstreamCheckout(pool: pool, connector: proxy.services.connector, instrumentation: proxy.services.instrumentation)
+        let channel = EmbeddedChannel()
+        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        let multiplexer = try UpstreamHTTP2Pipeline.configure(channel, ready: channel.eventLoop.makePromise())
+        // The first request dials (its permit), and the dial opens an HTTP/2 connection carrying its stream.
+        guard case .ready(.permit) = pool.acquireNow(plan.poolKey, limit: 4, queueTimeout: .seconds(5), mayMultiplex: true,
+                                                    on: channel.eventLoop) else {
+            Issue.record("the first request should dial")
+            return
+        }
+        let connection = UpstreamConnection(channel: channel, key: plan.poolKey, multiplexer: multiplexer, pinEvaluation: nil, handshake: nil)
+        pool.opened(connection)
+        // The next request gets a stream on it, on the loop's next tick.
+        guard case .pending(let future) = checkout.checkoutNow(plan, on: channel.eventLoop) else {
+            Issue.record("a stream is set up by NIO on the next tick")
+            return
+        }
+        channel.embeddedEventLoop.run()
+        let (stream, reused) = try future.wait()
+        #expect(stream.parent === connection && reused)
+        #expect(stream.channel.isActive && stream.http1Handler == nil)
+        pool.release(stream)
+        channel.embeddedEventLoop.run()
+        #expect(!stream.channel.isActive, "a stream let go before both its messages ended is reset")
+    }
+
+    /// Every response on an app's stream carries the exchange's
+    /// `Connection: close` (a stream is the exchange's whole connection); the
+    /// block leaves out what the named set of the general path would have
+    /// left out, without building that set.
+    @Test(arguments: [
+        (HTTPHeaders([("Connection", "close")]), HTTP2HeaderBlocks.ConnectionOptions.close),
+        (HTTPHeaders([("Connection", "Keep-Alive")]), .none),
+        (HTTPHeaders([("Connection", "keep-alive"), ("Connection", "close")]), .close),
+        (HTTPHeaders([("Connection", "close, x-trace")]), .others),
+        (HTTPHeaders([("Connection", "x-trace")]), .others),
+        (HTTPHeaders([("Content-Type", "text/plain")]), .none),
+    ])
+    func aResponseBlockDropsWhatItsConnectionFieldsName(connection: HTTPHeaders, options: HTTP2HeaderBlocks.ConnectionOptions) {
+        #expect(HTTP2HeaderBlocks.connectionOptions(connection) == options)
+        var headers = connection
+        for (name, value) in [("Content-Length", "5"), ("close", "1"), ("X-Trace", "t"), ("Keep-Alive", "timeout=5")] {
+            headers.add(name: name, value: value)
+        }
+        let block = HTTP2HeaderBlocks.responseBlock(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))
+        // As NIO's codec normalised it: the fields the Connection fields name go, with the hop-by-hop ones.
+        let named = Set(connection[canonicalForm: "connection"].map { $0.lowercased() })
+        let hopByHop: Set = ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"]
+        let expected = [":status: 200"] + headers.map { ($0.name.lowercased(), $0.value) }
+            .filter { !hopByHop.contains($0.0) && !named.contains($0.0) }.map { "\($0.0): \($0.1)" }
+        #expect(block.map { "\($0.name): \($0.value)" } == expected)
+    }
+}
