@@ -27,20 +27,8 @@ struct ChildProcessDescriptorTests {
     }
 
     @Test func theRawClientsSocketIsCloseOnExec() throws {
-        // A listener whose backlog takes the connect (nobody accepts it).
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        defer { close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let listening = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(listener, $0, length) == 0 && listen(listener, 8) == 0 && getsockname(listener, $0, &length) == 0
-            }
-        }
-        try #require(listening)
-        let client = try RawClient(port: Int(UInt16(bigEndian: address.sin_port)))
+        let listener = try LoopbackListener(backlog: 8)  // its backlog takes the connect
+        let client = try RawClient(port: listener.port)
         #expect(fcntl(client.fd, F_GETFD) & FD_CLOEXEC != 0)
     }
 }

@@ -247,23 +247,16 @@ struct SecurityRegressionTests {
 /// to it neither succeeds nor is refused, it hangs until its timeout.
 final class Blackhole: @unchecked Sendable {
     let port: Int
-    private let listener: Int32
+    private let listener: LoopbackListener
     private let fillers: [Int32]
 
     init() throws {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        self.listener = listener
+        listener = try LoopbackListener(backlog: 0)
+        port = listener.port
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(listener, $0, length) == 0 && listen(listener, 0) == 0 && getsockname(listener, $0, &length) == 0
-            }
-        }
-        guard ok else { throw TestSupportError("blackhole: \(String(cString: strerror(errno)))") }
-        port = Int(UInt16(bigEndian: address.sin_port))
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
         // Fill the queue with connections nobody accepts (non-blocking: a filler may itself hang).
         var fillers: [Int32] = []
         for _ in 0..<4 {
@@ -282,6 +275,5 @@ final class Blackhole: @unchecked Sendable {
 
     deinit {
         fillers.forEach { close($0) }
-        close(listener)
     }
 }

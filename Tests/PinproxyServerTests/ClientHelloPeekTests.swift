@@ -10,8 +10,7 @@ import Testing
 struct ClientHelloPeekTests {
     /// The first bytes `openssl s_client` sends, with `-servername NAME` or `-noservername`.
     static func capturedHello(serverName: String?) throws -> [UInt8] {
-        let server = try CaptureSocket()
-        defer { server.close() }
+        let server = try CaptureSocket()  // closed when it goes out of scope
         // The handshake stalls (nothing answers), so s_client never reads its
         // empty standard input; stopped (SIGTERM, reaped) by its own PID.
         let client = try ChildProcess("openssl", ["s_client", "-connect", "127.0.0.1:\(server.port)"]
@@ -62,26 +61,16 @@ struct ClientHelloPeekTests {
 
 /// A listening socket on loopback (port 0) that keeps the first bytes of one connection.
 final class CaptureSocket {
-    let fd: Int32
-    let port: Int
+    private let listener: LoopbackListener
+    var port: Int { listener.port }
 
     init() throws {
-        let socketFD = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socketFD, $0, length) == 0 && getsockname(socketFD, $0, &length) == 0 }
-        }
-        fd = socketFD
-        guard bound, listen(socketFD, 1) == 0 else { Glibc.close(socketFD); throw CocoaError(.fileWriteUnknown) }
-        port = Int(UInt16(bigEndian: address.sin_port))
+        listener = try LoopbackListener(backlog: 1)
     }
 
     /// Accepts one connection and reads until a whole TLS record (or more) is in.
     func readFirstBytes(atLeast minimum: Int) throws -> [UInt8] {
-        let client = accept(fd, nil, nil)
+        let client = accept(listener.fd, nil, nil)
         guard client >= 0 else { throw CocoaError(.fileReadUnknown) }
         defer { Glibc.close(client) }
         var bytes: [UInt8] = []
@@ -95,5 +84,4 @@ final class CaptureSocket {
         return bytes
     }
 
-    func close() { Glibc.close(fd) }
 }
