@@ -1,8 +1,9 @@
 import NIOCore
 
 /// Dialling replaced by connections made in-process. Only the fuzz targets
-/// (Fuzz/Sources, docs/fuzzing.md) set one, to answer as an upstream on an
-/// `EmbeddedChannel`; the product always dials (nil).
+/// (Fuzz/Sources, docs/fuzzing.md: an upstream answering on an
+/// `EmbeddedChannel`) and the tests' in-process proxy (`InProcessProxy`:
+/// names sent to loopback test servers) set one; the product always dials (nil).
 struct UpstreamDialer: Sendable {
     /// In place of DNS, TCP, TLS and the pin check: a connection ready for requests.
     var connection: @Sendable (DialPlan, any EventLoop) -> EventLoopFuture<UpstreamConnection>
