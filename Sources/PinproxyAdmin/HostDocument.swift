@@ -271,6 +271,7 @@ struct AuthDocument: Encodable {
     var format: String
     var replaceClientAuth: Bool
     var attachUnpinned: Bool
+    var throttleQueue: Int
 
     init(_ auth: AuthPolicy) {
         switch auth.choice {
@@ -285,6 +286,7 @@ struct AuthDocument: Encodable {
         format = auth.format
         replaceClientAuth = auth.replaceClientAuth
         attachUnpinned = auth.attachUnpinned
+        throttleQueue = auth.throttleQueue
     }
 
     enum CodingKeys: String, CodingKey {
@@ -293,5 +295,6 @@ struct AuthDocument: Encodable {
         case fallback = "default"
         case replaceClientAuth = "replace_client_auth"
         case attachUnpinned = "attach_unpinned"
+        case throttleQueue = "throttle_queue"
     }
 }

@@ -154,6 +154,32 @@ struct AdminEndpointTests {
         }
     }
 
+    /// A policy's `auth`: the credential's name and how it is attached, every
+    /// setting of it, and never the credential's value.
+    @Test func aPolicysAuthIsDescribedByNameAndSettings() async throws {
+        let fixture = try AdminFixture(policies: """
+            hosts:
+              - match: api.example.com
+                pins: {spki_sha256: [{pin: "\(AdminFixture.pin(1))"}, {pin: "\(AdminFixture.pin(2))"}]}
+                auth: {credential: github, header: X-Api-Key, format: "{token}", throttle_queue: 5}
+            """, main: "credentials:\n  github: {kind: static, value: s3cret-value-7}\n")
+        let store = try fixture.store()
+        try await withAdminServer(store: store, providers: Self.ready) { client in
+            let answer = try await client.get("/policies")
+            #expect(answer.status == 200)
+            let hosts = try #require(try answer.json()["hosts"] as? [[String: Any]])
+            let auth = try #require(hosts.first?["auth"] as? [String: Any], "\(hosts)")
+            #expect(Set(auth.keys) == ["credential", "header", "format", "replace_client_auth", "attach_unpinned", "throttle_queue"])
+            #expect(auth["credential"] as? String == "github")
+            #expect(auth["header"] as? String == "X-Api-Key")
+            #expect(auth["format"] as? String == "{token}")
+            #expect(auth["replace_client_auth"] as? Bool == true)
+            #expect(auth["attach_unpinned"] as? Bool == false)
+            #expect(auth["throttle_queue"] as? Int == 5)
+            #expect(!answer.body.contains("s3cret-value-7"))
+        }
+    }
+
     @Test func reloadSucceedsThenFailsWhileTheOldSnapshotServes() async throws {
         let fixture = try AdminFixture(policies: Self.policies)
         let store = try fixture.store()

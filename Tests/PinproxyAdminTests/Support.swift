@@ -15,9 +15,10 @@ final class AdminFixture {
 
     let directory: TemporaryDirectory
 
-    init(policies: String) throws {
+    /// `main`: the lines of pinproxy.yaml after `policies:` (credentials, say).
+    init(policies: String, main: String = "") throws {
         directory = try TemporaryDirectory("pinproxy-admin")
-        try directory.write("pinproxy.yaml", "policies: policies\n")
+        try directory.write("pinproxy.yaml", "policies: policies\n" + main)
         try directory.write("policies/p.yaml", policies)
     }
 
