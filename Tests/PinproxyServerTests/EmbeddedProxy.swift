@@ -150,9 +150,10 @@ final class Recorder: @unchecked Sendable {  // guarded by `lock`
         var label: String
         var level: Logger.Level
         var message: String
-        var metadata: [String: String]
-        /// The metadata as logged (arrays and dictionaries kept), for what `metadata` flattens.
-        var values: Logger.Metadata = [:]
+        /// The metadata as logged (arrays and dictionaries kept).
+        var values: Logger.Metadata
+        /// The same, each value as its text.
+        var metadata: [String: String] { values.mapValues { "\($0)" } }
     }
 
     private let lock = NSLock()
@@ -201,7 +202,7 @@ struct RecordingLogHandler: LogHandler {
     func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
              file: String, function: String, line: UInt) {
         let all = self.metadata.merging(metadata ?? [:]) { _, new in new }
-        recorder.log(.init(label: label, level: level, message: message.description, metadata: all.mapValues { "\($0)" }, values: all))
+        recorder.log(.init(label: label, level: level, message: message.description, values: all))
     }
 }
 
