@@ -2,6 +2,7 @@ import NIOCore
 import NIOEmbedded
 import NIOHTTP1
 import PinproxyPolicy
+import PinproxyTLS
 import Testing
 
 @testable import PinproxyServer
@@ -131,6 +132,48 @@ struct PerRequestWorkTests {
         pool.release(stream)
         channel.embeddedEventLoop.run()
         #expect(!stream.channel.isActive, "a stream let go before both its messages ended is reset")
+    }
+
+    // MARK: Upstream readiness
+
+    /// A stream's connection was ready before the stream was opened: its
+    /// handler has no promise to keep, and so none to settle or fail (with a
+    /// boxed error) when the stream goes.
+    @Test func anUpstreamStreamWaitsOnNoReadinessPromise() throws {
+        let stream = EmbeddedChannel()
+        defer { _ = try? stream.finish(acceptAlreadyClosed: true) }
+        let handler = try UpstreamHTTP2Pipeline.configureStream(stream)
+        #expect(!handler.awaitsReady)
+    }
+
+    /// A connection's readiness is settled once, then let go: the events
+    /// after it (its close) have nothing left to fail.
+    @Test func aConnectionIsReadyOnceAndItsPromiseLetGo() throws {
+        let channel = EmbeddedChannel()
+        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
+        let ready = channel.eventLoop.makePromise(of: TLSHandshakeInfo?.self)
+        let handler = UpstreamHTTPHandler(ready: ready, usesTLS: false)
+        try channel.pipeline.syncOperations.addHandler(handler)
+        #expect(handler.awaitsReady, "not connected yet")
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        #expect(!handler.awaitsReady)
+        #expect(try ready.futureResult.wait() == nil, "no TLS: ready without a handshake")
+        try channel.close().wait()
+    }
+
+    /// A dial that fails before the connection is ready still fails its
+    /// promise (the connector waits on it).
+    @Test func aDialTornDownBeforeItsHandshakeFailsItsReadiness() throws {
+        let channel = EmbeddedChannel()
+        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
+        let ready = channel.eventLoop.makePromise(of: TLSHandshakeInfo?.self)
+        let handler = UpstreamHTTPHandler(ready: ready, usesTLS: true)
+        try channel.pipeline.syncOperations.addHandler(handler)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        #expect(handler.awaitsReady, "TLS: ready only after the handshake")
+        try channel.close().wait()
+        #expect(!handler.awaitsReady)
+        #expect(throws: ChannelError.ioOnClosedChannel) { try ready.futureResult.wait() }
     }
 
     /// Every response on an app's stream carries the exchange's

@@ -38,7 +38,7 @@ enum UpstreamHTTP2Pipeline {
         // The exchange asks for each part of the response (`read()`), as on HTTP/1.1.
         try stream.syncOptions?.setOption(.autoRead, value: false)
         let sync = stream.pipeline.syncOperations
-        let handler = UpstreamHTTPHandler(ready: stream.eventLoop.makePromise(), usesTLS: false)
+        let handler = UpstreamHTTPHandler(ready: nil, usesTLS: false)  // the connection was ready before the stream
         try sync.addHandler(UpstreamHTTP2StreamAdapter())
         try sync.addHandler(handler)
         return handler

@@ -149,36 +149,48 @@ final class UpstreamHTTPHandler: ChannelInboundHandler, RemovableChannelHandler,
     typealias OutboundOut = HTTPClientRequestPart
 
     weak var receiver: (any UpstreamResponseReceiver)?
-    /// Completed when the connection is ready for requests (after TLS and the pin check).
-    let ready: EventLoopPromise<TLSHandshakeInfo?>
+    /// Completed when the connection is ready for requests (after TLS and the
+    /// pin check), then dropped, so that the events after it box no error for
+    /// a promise already settled. Nil from the start on an HTTP/2 stream:
+    /// its connection was ready before the stream was opened.
+    private var ready: EventLoopPromise<TLSHandshakeInfo?>?
+    /// Whether `ready` still waits to be settled.
+    var awaitsReady: Bool { ready != nil }
     private let usesTLS: Bool
     /// Called once when the channel goes away (the pool forgets the connection).
     var onClose: (() -> Void)?
     /// The HTTP/1.1 codec `UpstreamPipeline` added with it (nil on a stream).
     var layers: PipelineLayers?
 
-    init(ready: EventLoopPromise<TLSHandshakeInfo?>, usesTLS: Bool) {
+    init(ready: EventLoopPromise<TLSHandshakeInfo?>?, usesTLS: Bool) {
         self.ready = ready
         self.usesTLS = usesTLS
     }
 
+    /// Settles `ready` if it still waits (the error is made only then).
+    private func settleReady(_ result: @autoclosure () -> Result<TLSHandshakeInfo?, any Error>) {
+        guard let ready else { return }
+        self.ready = nil
+        ready.completeWith(result())
+    }
+
     func channelActive(context: ChannelHandlerContext) {
-        if !usesTLS { ready.succeed(nil) }
+        if !usesTLS { settleReady(.success(nil)) }
         context.fireChannelActive()
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        if !usesTLS && context.channel.isActive { ready.succeed(nil) }
+        if !usesTLS && context.channel.isActive { settleReady(.success(nil)) }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         // A dial that failed tears the pipeline down before any other event.
-        ready.fail(ChannelError.ioOnClosedChannel)
+        settleReady(.failure(ChannelError.ioOnClosedChannel))
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case .handshakeCompleted(let info) = event as? TLSUserEvent {
-            ready.succeed(info)
+            settleReady(.success(info))
         }
         context.fireUserInboundEventTriggered(event)
     }
@@ -215,7 +227,7 @@ final class UpstreamHTTPHandler: ChannelInboundHandler, RemovableChannelHandler,
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        ready.fail(error)
+        settleReady(.failure(error))
         if let receiver {
             self.receiver = nil
             receiver.upstreamClosed(error)
@@ -224,7 +236,7 @@ final class UpstreamHTTPHandler: ChannelInboundHandler, RemovableChannelHandler,
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        ready.fail(ChannelError.ioOnClosedChannel)
+        settleReady(.failure(ChannelError.ioOnClosedChannel))
         if let receiver {
             self.receiver = nil
             receiver.upstreamClosed(nil)
