@@ -3,8 +3,9 @@
 // An intercepting forwarder built from exactly the layers pinproxy stacks on
 // both legs (its TLSHandler, NIO's HTTP/1 codecs with their outbound header
 // validators) that forwards each HTTP part as it comes and does nothing else:
-// no policy, no refusal rules, no pool (one upstream connection per app
-// connection), no pins, no access line, no metrics, no deadlines. What a
+// no policy, no refusal rules, no pins, no access line, no metrics, no
+// deadlines; its pool is a list of idle upstream connections (FloorPool.swift),
+// so that a new app connection does not dial, as in pinproxy. What a
 // keep-alive request costs here is what it costs in the layers pinproxy is
 // made of; pinproxy's CPU per request minus this one is what its own work
 // adds. It is a measuring stick, not a proxy: it trusts every app, answers
@@ -47,13 +48,16 @@ struct Floor: ParsableCommand {
         interception.applicationProtocols = ["h2", "http/1.1"]  // as pinproxy's interception context
         var upstreamH2 = TLSConfiguration.client(minimumVersion: .v1_3, trustRoots: .file(upstreamCA))
         upstreamH2.applicationProtocols = ["h2"]
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let loop = group.next()
+        let idle = try loop.submit { NIOLoopBound(IdleUpstreams(), eventLoop: loop) }.wait()
         let contexts = Contexts(
             interception: try TLSContext(configuration: interception),
             upstream: try TLSContext(configuration: .client(minimumVersion: .v1_3, trustRoots: .file(upstreamCA))),
             upstreamH2: try TLSContext(configuration: upstreamH2),
-            ca: ca)
+            ca: ca,
+            idle: idle)
 
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let server = try ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -88,6 +92,8 @@ struct Contexts: Sendable {
     /// Offers only `h2`: the h2 path's upstream.
     let upstreamH2: TLSContext
     let ca: CertificateAuthority
+    /// HTTP/1.1 upstream connections left idle by app connections that closed.
+    let idle: NIOLoopBound<IdleUpstreams>
 }
 
 /// Answers a CONNECT with 200, then swaps the listener's HTTP layers for TLS
@@ -157,7 +163,8 @@ final class ConnectAnswer: ChannelInboundHandler, RemovableChannelHandler {
 }
 
 /// The app's side: each request part goes to the upstream as it comes; the
-/// upstream is dialled at the first request and kept for the connection.
+/// upstream is taken from the idle ones or dialled at the first request, kept
+/// for the connection, and left idle when the app closes between requests.
 final class Forwarder: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -172,6 +179,11 @@ final class Forwarder: ChannelInboundHandler {
     private let target: (host: String, port: Int)
     private let contexts: Contexts
     private var upstream = Upstream.none
+    /// Requests sent whole; `Backward` counts the responses that ended.
+    private var requestsEnded = 0
+    /// The upstream's reads were paused once (it is not pooled then: it may
+    /// still be paused, and setting it again would cost every pooled one).
+    private var paused = false
 
     init(target: (host: String, port: Int), contexts: Contexts) {
         self.target = target
@@ -181,9 +193,19 @@ final class Forwarder: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part: HTTPClientRequestPart
         switch unwrapInboundIn(data) {
-        case .head(let head): part = .head(head)
+        case .head(var head):
+            // Hop-by-hop, as in any proxy: an app's `Connection: close` ends its
+            // own connection, not the upstream one the next app connection takes.
+            if head.headers.contains(name: "connection") { head.headers.remove(name: "connection") }
+            part = .head(head)
         case .body(let bytes): part = .body(.byteBuffer(bytes))
         case .end(let trailers): part = .end(trailers)
+        }
+        if case .end = part { requestsEnded += 1 }
+        if case .none = upstream, let channel = contexts.idle.value.take(IdleUpstreams.key(target)),
+           let backward = try? channel.pipeline.syncOperations.handler(type: Backward.self) {
+            backward.app = context
+            upstream = .ready(channel)
         }
         switch upstream {
         case .none:
@@ -207,13 +229,24 @@ final class Forwarder: ChannelInboundHandler {
         // The app reads slower than the upstream sends (1 MiB bodies): the
         // upstream waits rather than the response piling up here.
         if case .ready(let channel) = upstream {
+            paused = paused || !context.channel.isWritable
             channel.setOption(.autoRead, value: context.channel.isWritable).whenFailure { _ in }
         }
         context.fireChannelWritabilityChanged()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        if case .ready(let channel) = upstream { channel.close(promise: nil) }
+        if case .ready(let channel) = upstream {
+            if let backward = try? channel.pipeline.syncOperations.handler(type: Backward.self),
+               channel.isActive, !paused, backward.keepAlive, backward.responsesEnded == requestsEnded {
+                // Between requests: the next app connection to the target takes it.
+                backward.app = nil
+                backward.responsesEnded = 0
+                contexts.idle.value.put(channel, for: IdleUpstreams.key(target))
+            } else {
+                channel.close(promise: nil)
+            }
+        }
         upstream = .closed
         context.fireChannelInactive()
     }
@@ -255,7 +288,12 @@ final class Forwarder: ChannelInboundHandler {
 final class Backward: ChannelInboundHandler {
     typealias InboundIn = HTTPClientResponsePart
 
-    private let app: ChannelHandlerContext
+    /// The app connection this upstream serves; nil while it idles in the pool.
+    var app: ChannelHandlerContext?
+    /// Responses that ended, for `Forwarder` to tell whether one is in flight.
+    var responsesEnded = 0
+    /// The last response's head did not say the upstream closes.
+    var keepAlive = true
 
     init(app: ChannelHandlerContext) {
         self.app = app
@@ -264,20 +302,24 @@ final class Backward: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part: HTTPServerResponsePart
         switch unwrapInboundIn(data) {
-        case .head(let head): part = .head(head)
+        case .head(let head):
+            keepAlive = head.isKeepAlive
+            part = .head(head)
         case .body(let bytes): part = .body(.byteBuffer(bytes))
-        case .end(let trailers): part = .end(trailers)
+        case .end(let trailers):
+            part = .end(trailers)
+            responsesEnded += 1
         }
-        app.write(NIOAny(part), promise: nil)
+        app?.write(NIOAny(part), promise: nil)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        app.flush()
+        app?.flush()
         context.fireChannelReadComplete()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        app.close(promise: nil)
+        app?.close(promise: nil)
         context.fireChannelInactive()
     }
 }
