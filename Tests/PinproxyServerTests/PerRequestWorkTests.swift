@@ -146,14 +146,22 @@ struct PerRequestWorkTests {
         #expect(!handler.awaitsReady)
     }
 
+    /// An upstream connection's handler on a channel of its own (not yet
+    /// connected), with the promise it settles.
+    static func connectionHandler(usesTLS: Bool) throws
+        -> (EmbeddedChannel, UpstreamHTTPHandler, EventLoopPromise<TLSHandshakeInfo?>) {
+        let channel = EmbeddedChannel()
+        let ready = channel.eventLoop.makePromise(of: TLSHandshakeInfo?.self)
+        let handler = UpstreamHTTPHandler(ready: ready, usesTLS: usesTLS)
+        try channel.pipeline.syncOperations.addHandler(handler)
+        return (channel, handler, ready)
+    }
+
     /// A connection's readiness is settled once, then let go: the events
     /// after it (its close) have nothing left to fail.
     @Test func aConnectionIsReadyOnceAndItsPromiseLetGo() throws {
-        let channel = EmbeddedChannel()
+        let (channel, handler, ready) = try Self.connectionHandler(usesTLS: false)
         defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
-        let ready = channel.eventLoop.makePromise(of: TLSHandshakeInfo?.self)
-        let handler = UpstreamHTTPHandler(ready: ready, usesTLS: false)
-        try channel.pipeline.syncOperations.addHandler(handler)
         #expect(handler.awaitsReady, "not connected yet")
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
         #expect(!handler.awaitsReady)
@@ -164,11 +172,8 @@ struct PerRequestWorkTests {
     /// A dial that fails before the connection is ready still fails its
     /// promise (the connector waits on it).
     @Test func aDialTornDownBeforeItsHandshakeFailsItsReadiness() throws {
-        let channel = EmbeddedChannel()
+        let (channel, handler, ready) = try Self.connectionHandler(usesTLS: true)
         defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
-        let ready = channel.eventLoop.makePromise(of: TLSHandshakeInfo?.self)
-        let handler = UpstreamHTTPHandler(ready: ready, usesTLS: true)
-        try channel.pipeline.syncOperations.addHandler(handler)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
         #expect(handler.awaitsReady, "TLS: ready only after the handshake")
         try channel.close().wait()
