@@ -29,23 +29,27 @@ struct PerRequestWorkTests {
         #expect(reads == 1)
     }
 
-    // MARK: Heads
-
-    /// The address of a head's storage box (its first stored property).
     /// A session's requests all go to its CONNECT's host under its policy:
     /// the dial plan (with its array of targets) is made once per session.
     @Test func aSessionsRequestsShareOneDialPlan() throws {
         let session = SessionRouteCacheTests.session()
         let first = try SessionRouteCacheTests.route(SessionRouteCacheTests.head(), in: session).result.get().plan
         let second = try SessionRouteCacheTests.route(SessionRouteCacheTests.head("/v1/other"), in: session).result.get().plan
-        #expect(first.targets.withUnsafeBufferPointer { $0.baseAddress } == second.targets.withUnsafeBufferPointer { $0.baseAddress },
-                "the second request's plan is the session's, not a new one")
+        #expect(Self.storage(first.targets) == Self.storage(second.targets), "the second request's plan is the session's, not a new one")
         #expect(second.host == "api.test" && second.port == 443 && second.tls && second.targets.count == 1)
         // Another session (another CONNECT) makes its own.
         let other = try SessionRouteCacheTests.route(SessionRouteCacheTests.head(), in: SessionRouteCacheTests.session()).result.get().plan
-        #expect(other.targets.withUnsafeBufferPointer { $0.baseAddress } != first.targets.withUnsafeBufferPointer { $0.baseAddress })
+        #expect(Self.storage(other.targets) != Self.storage(first.targets))
     }
 
+    /// Where an array's elements are stored: equal only for one array shared.
+    static func storage<Element>(_ array: [Element]) -> UnsafePointer<Element>? {
+        array.withUnsafeBufferPointer { $0.baseAddress }
+    }
+
+    // MARK: Heads
+
+    /// The address of a head's storage box (its first stored property).
     static func box<Head>(_ head: Head) -> UInt {
         withUnsafeBytes(of: head) { $0.load(as: UInt.self) }
     }
