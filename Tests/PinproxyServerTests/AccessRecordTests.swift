@@ -33,8 +33,25 @@ struct AccessRecordTests {
         status: 418, bytesUp: 1, bytesDown: 2, seconds: 123.456_78, policy: "we\"ird\\*",
         pin: "pin \"quoted\"", upstream: "up\\stream\n:1", error: "line one\nline \"two\"\r\u{7}", mode: .forward)
 
+    /// Every field present and as long as it renders: each string control
+    /// characters only (six bytes each, escaped), the numbers at their widest,
+    /// a duration past what `writeTenths` spells itself. `render` reserves the
+    /// line's room from a bound, and this line needs all of it.
+    static let atItsLongest: AccessRecord = {
+        let controls = String(repeating: "\u{1}\u{1f}", count: 100)
+        var record = AccessRecord(
+            client: controls, method: controls, host: controls, path: "/" + controls, status: Int.min,
+            bytesUp: Int.max, bytesDown: Int.min, seconds: -Double.greatestFiniteMagnitude / 10_000, policy: controls,
+            pin: controls, upstream: controls, error: controls, mode: .transparent)
+        record.identity = controls
+        record.clientProtocol = .h2
+        record.detail = controls
+        return record
+    }()
+
     static let records: [(String, AccessRecord)] = [
         ("complete", complete), ("minimal", minimal), ("withError", withError), ("needsEscaping", needsEscaping),
+        ("atItsLongest", atItsLongest),
     ]
 
     // MARK: Helpers

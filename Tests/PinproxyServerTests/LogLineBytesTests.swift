@@ -11,9 +11,9 @@ import Testing
 /// appended by rendering lands whole and in order with the others.
 @Suite("Log line bytes")
 struct LogLineBytesTests {
-    static func written(_ write: (inout ByteBuffer) -> Void) -> String {
+    static func written(_ write: (inout LogLineBytes) -> Void) -> String {
         var buffer = ByteBuffer()
-        write(&buffer)
+        LogLineBytes.write(into: &buffer, atMost: 512, write)
         return String(buffer: buffer)
     }
 
@@ -46,10 +46,29 @@ struct LogLineBytesTests {
     }
 
     @Test func jsonQuotingMatchesJSONString() {
-        for text in ["", "plain", "/v1/me/player", "quote\"d", "back\\slash", "new\nline", "\u{1}\u{1f}", "bücher ∑"] {
+        let controls = String(decoding: (0..<0x20).map { UInt8($0) }, as: UTF8.self)
+        for text in ["", "plain", "/v1/me/player", "quote\"d", "back\\slash", "new\nline", "\u{1}\u{1f}", "bücher ∑", "tab\there\r", controls + "é\u{7f}"] {
             #expect(Self.written { $0.writeJSONQuoted(text) } == "\"" + JSONString.escape(text) + "\"")
             #expect(Self.written { $0.writeJSONQuoted(Substring(text)) } == "\"" + JSONString.escape(text) + "\"")
         }
+    }
+
+    /// The bound is what `writeJSONQuoted` can take at most: a text of
+    /// control characters only, each six bytes escaped, fills it exactly.
+    @Test func aQuotedTextAtItsLongestFillsItsBoundExactly() {
+        let text = String(repeating: "\u{1}", count: 40)
+        var buffer = ByteBuffer()
+        LogLineBytes.write(into: &buffer, atMost: LogLineBytes.quotedBound(text)) { $0.writeJSONQuoted(text) }
+        #expect(buffer.readableBytes == LogLineBytes.quotedBound(text))
+        #expect(String(buffer: buffer) == "\"" + JSONString.escape(text) + "\"")
+    }
+
+    /// Lines written one after another land after what the buffer held.
+    @Test func linesAppendToWhatTheBufferHolds() {
+        var buffer = ByteBuffer(string: "before;")
+        LogLineBytes.write(into: &buffer, atMost: 16) { $0.writeDecimal(-42) }
+        LogLineBytes.write(into: &buffer, atMost: 16) { $0.writeStaticString(";after") }
+        #expect(String(buffer: buffer) == "before;-42;after")
     }
 
     @Test func aPathWithoutItsQueryIsASliceOfAnOriginFormTarget() {
@@ -73,7 +92,9 @@ struct LogLineBytesTests {
             if index % 3 == 0 {
                 writer.write(line)
             } else {
-                writer.appendLine { $0.writeString("{\"n\":"); $0.writeDecimal(index); $0.writeString("}\n") }
+                writer.appendLine { batch in
+                    LogLineBytes.write(into: &batch, atMost: 64) { $0.writeString("{\"n\":"); $0.writeDecimal(index); $0.writeString("}\n") }
+                }
             }
             expected.append(line)
         }

@@ -61,27 +61,41 @@ struct AccessRecord {
     /// The JSON line, keys in the order `JSONLogHandler` gives any line
     /// (alphabetical after the four common ones), without building
     /// `Logger.Metadata` and without making a string: written piece by piece
-    /// into `out`, which is the log writer's pending batch (this runs once a
-    /// request).
+    /// into room reserved once in `out`, which is the log writer's pending
+    /// batch (this runs once a request).
     func render(label: String, into out: inout ByteBuffer) {
-        JSONLogHandler.writeLineStart(level: .info, label: label, message: "request", into: &out)
-        out.writeStaticString(",\"bytes_down\":"); out.writeDecimal(bytesDown)
-        out.writeStaticString(",\"bytes_up\":"); out.writeDecimal(bytesUp)
-        out.writeStaticString(",\"client\":"); out.writeJSONQuoted(client)
-        if let detail { out.writeStaticString(",\"detail\":"); out.writeJSONQuoted(detail) }
-        out.writeStaticString(",\"duration_ms\":"); out.writeTenths((seconds * 10_000).rounded())
-        if let error { out.writeStaticString(",\"error\":"); out.writeJSONQuoted(error) }
-        out.writeStaticString(",\"host\":"); out.writeJSONQuoted(host)
-        out.writeStaticString(",\"identity\":"); out.writeJSONQuoted(identity ?? "-")
-        out.writeStaticString(",\"method\":"); out.writeJSONQuoted(method)
-        out.writeStaticString(",\"mode\":"); out.writeJSONQuoted(mode.rawValue)
-        out.writeStaticString(",\"path\":"); out.writeJSONQuoted(Self.pathWithoutQuery(path))
-        if let pin { out.writeStaticString(",\"pin\":"); out.writeJSONQuoted(pin) }
-        out.writeStaticString(",\"policy\":"); out.writeJSONQuoted(policy)
-        if clientProtocol != .http1 { out.writeStaticString(",\"protocol\":"); out.writeJSONQuoted(clientProtocol.rawValue) }
-        out.writeStaticString(",\"status\":"); out.writeDecimal(status)
-        if let upstream { out.writeStaticString(",\"upstream\":"); out.writeJSONQuoted(upstream) }
-        out.writeStaticString("}\n")
+        LogLineBytes.write(into: &out, atMost: lineBound(label: label)) { line in
+            JSONLogHandler.writeLineStart(level: .info, label: label, message: "request", into: &line)
+            line.writeStaticString(",\"bytes_down\":"); line.writeDecimal(bytesDown)
+            line.writeStaticString(",\"bytes_up\":"); line.writeDecimal(bytesUp)
+            line.writeStaticString(",\"client\":"); line.writeJSONQuoted(client)
+            if let detail { line.writeStaticString(",\"detail\":"); line.writeJSONQuoted(detail) }
+            line.writeStaticString(",\"duration_ms\":"); line.writeTenths((seconds * 10_000).rounded())
+            if let error { line.writeStaticString(",\"error\":"); line.writeJSONQuoted(error) }
+            line.writeStaticString(",\"host\":"); line.writeJSONQuoted(host)
+            line.writeStaticString(",\"identity\":"); line.writeJSONQuoted(identity ?? "-")
+            line.writeStaticString(",\"method\":"); line.writeJSONQuoted(method)
+            line.writeStaticString(",\"mode\":"); line.writeJSONQuoted(mode.rawValue)
+            line.writeStaticString(",\"path\":"); line.writeJSONQuoted(Self.pathWithoutQuery(path))
+            if let pin { line.writeStaticString(",\"pin\":"); line.writeJSONQuoted(pin) }
+            line.writeStaticString(",\"policy\":"); line.writeJSONQuoted(policy)
+            if clientProtocol != .http1 { line.writeStaticString(",\"protocol\":"); line.writeJSONQuoted(clientProtocol.rawValue) }
+            line.writeStaticString(",\"status\":"); line.writeDecimal(status)
+            if let upstream { line.writeStaticString(",\"upstream\":"); line.writeJSONQuoted(upstream) }
+            line.writeStaticString("}\n")
+        }
+    }
+
+    /// The most bytes `render` writes: the line's start, every key (under
+    /// 200 bytes together), three numbers and a duration, and each string
+    /// quoted at its longest.
+    private func lineBound(label: String) -> Int {
+        func quoted(_ text: String?) -> Int { text.map(LogLineBytes.quotedBound) ?? 0 }
+        var bound = JSONLogHandler.lineStartBound(label: label, message: "request") + 200 + 4 * LogLineBytes.numberBound
+        bound += quoted(client) + quoted(host) + quoted(identity ?? "-") + quoted(method)
+        bound += quoted(mode.rawValue) + quoted(path) + quoted(policy) + quoted(clientProtocol.rawValue)
+        bound += quoted(detail) + quoted(error) + quoted(pin) + quoted(upstream)
+        return bound
     }
 
     func log(to logger: Logger) {

@@ -45,20 +45,28 @@ public struct JSONLogHandler: LogHandler {
     /// `{"ts":…,"level":…,"logger":…,"message":…` — the fields every line starts with.
     static func lineStart(level: Logger.Level, label: String, message: String) -> String {
         var out = ByteBuffer()
-        writeLineStart(level: level, label: label, message: message, into: &out)
+        LogLineBytes.write(into: &out, atMost: lineStartBound(label: label, message: message)) {
+            writeLineStart(level: level, label: label, message: message, into: &$0)
+        }
         return String(buffer: out)
     }
 
-    /// As above, written into `out` (the access line's path: no string made).
-    static func writeLineStart(level: Logger.Level, label: String, message: String, into out: inout ByteBuffer) {
-        out.writeStaticString("{\"ts\":\"")
-        writeTimestamp(into: &out)
-        out.writeStaticString("\",\"level\":\"")
-        out.writeString(level.rawValue)
-        out.writeStaticString("\",\"logger\":")
-        out.writeJSONQuoted(label)
-        out.writeStaticString(",\"message\":")
-        out.writeJSONQuoted(message)
+    /// The most bytes `writeLineStart` writes: its keys, a timestamp and a
+    /// level (under 100 bytes together), and the label and message quoted.
+    static func lineStartBound(label: String, message: String) -> Int {
+        100 + LogLineBytes.quotedBound(label) + LogLineBytes.quotedBound(message)
+    }
+
+    /// As above, written into `line` (the access line's path: no string made).
+    static func writeLineStart(level: Logger.Level, label: String, message: String, into line: inout LogLineBytes) {
+        line.writeStaticString("{\"ts\":\"")
+        writeTimestamp(into: &line)
+        line.writeStaticString("\",\"level\":\"")
+        line.writeString(level.rawValue)
+        line.writeStaticString("\",\"logger\":")
+        line.writeJSONQuoted(label)
+        line.writeStaticString(",\"message\":")
+        line.writeJSONQuoted(message)
     }
 
     private static func render(_ value: Logger.Metadata.Value) -> String {
@@ -80,7 +88,7 @@ public struct JSONLogHandler: LogHandler {
     /// RFC 3339 UTC with milliseconds, e.g. `2026-11-22T06:41:52.172Z`, by
     /// hand: `String(format:)` cost more than the rest of an access line. The
     /// part up to the second is kept per thread and rebuilt once a second.
-    static func writeTimestamp(into out: inout ByteBuffer) {
+    static func writeTimestamp(into line: inout LogLineBytes) {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         let cache = TimestampCache.current
@@ -88,9 +96,9 @@ public struct JSONLogHandler: LogHandler {
             cache.second = now.tv_sec
             cache.prefix = secondsText(now.tv_sec)
         }
-        out.writeString(cache.prefix)
-        out.writeDecimal(now.tv_nsec / 1_000_000, width: 3)
-        out.writeInteger(UInt8(ascii: "Z"))
+        line.writeString(cache.prefix)
+        line.writeDecimal(now.tv_nsec / 1_000_000, width: 3)
+        line.writeByte(UInt8(ascii: "Z"))
     }
 
     /// `2026-11-22T06:41:52.`
