@@ -50,7 +50,7 @@ struct PipelineBuilderTests {
         let (proxy, app) = try Self.session(offering: nil)
         defer { app.finish() }
         #expect(PipelineShapes.handlers(proxy.channel.pipeline)
-                == ["TLSHandler", "ClientHandshakeReporter"] + Self.listenerCodec + ["HTTPExchangeHandler"])
+                == ["TLSHandler"] + Self.listenerCodec + ["HTTPExchangeHandler"], "the reporter left with the handshake")
         let exchange = try proxy.channel.pipeline.syncOperations.handler(type: HTTPExchangeHandler.self)
         #expect(exchange.interception?.host == "intercept.test")
         #expect(exchange.interception?.port == 443)
@@ -61,8 +61,8 @@ struct PipelineBuilderTests {
         let (proxy, app) = try Self.session(offering: ["h2", "http/1.1"])
         defer { app.finish() }
         #expect(PipelineShapes.handlers(proxy.channel.pipeline)
-                == ["TLSHandler", "ClientHandshakeReporter", "NIOHTTP2Handler", "NIOHTTP2ServerConnectionManagementHandler",
-                    "HTTP2ConnectionEnd"])
+                == ["TLSHandler", "NIOHTTP2Handler", "NIOHTTP2ServerConnectionManagementHandler", "HTTP2ConnectionEnd"],
+                "the reporter left with the handshake")
     }
 
     /// No HTTP/1 codec on a stream: one adapter from frame payloads to the exchange's parts.

@@ -43,6 +43,7 @@ struct PipelineHandlerTests {
         let info = try Self.handshakeInfo()
         channel.pipeline.fireUserInboundEventTriggered(TLSUserEvent.handshakeCompleted(info))
         #expect(proxy.recorder.clientHandshakes == ["ok"])
+        #expect(PipelineShapes.handlers(channel.pipeline).isEmpty, "the reporter left with the handshake, its last event")
         channel.pipeline.fireErrorCaught(TLSError.uncleanShutdown)
         #expect(throws: TLSError.self) { try channel.throwIfErrorCaught() }
         #expect(proxy.recorder.clientHandshakes == ["ok"], "an error after the handshake is no handshake result")
@@ -65,6 +66,7 @@ struct PipelineHandlerTests {
         try channel.pipeline.syncOperations.addHandler(UpstreamHandshakeWatcher(ready: ready))
         channel.pipeline.fireUserInboundEventTriggered(TLSUserEvent.handshakeCompleted(try Self.handshakeInfo()))
         #expect(try ready.futureResult.wait()?.version != nil)
+        #expect(PipelineShapes.handlers(channel.pipeline).isEmpty, "the watcher left with the handshake, its last event")
     }
 
     @Test func theWatcherFailsReadinessWithTheHandshakesErrorAndCloses() throws {

@@ -3,11 +3,12 @@ import NIOCore
 import PinproxyMetrics
 import PinproxyTLS
 
-/// Right after an intercepted session's `TLSHandler`, for the connection's
-/// life: counts the app's handshake with pinproxy, and says why one failed.
+/// Right after an intercepted session's `TLSHandler`, until the handshake
+/// ends: counts the app's handshake with pinproxy, and says why one failed.
 /// It is there before ALPN has chosen the HTTP layers, so a failed handshake
-/// (no HTTP layer yet) is still counted and logged; after the handshake it
-/// only passes everything on.
+/// (no HTTP layer yet) is still counted and logged. A good handshake is its
+/// last event: it leaves the pipeline, where it would only pass every later
+/// read and error on (a hop per read for the connection's life).
 final class ClientHandshakeReporter: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = NIOAny
 
@@ -29,11 +30,16 @@ final class ClientHandshakeReporter: ChannelInboundHandler, RemovableChannelHand
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case .handshakeCompleted = event as? TLSUserEvent {
-            handshakeDone = true
-            services.instrumentation.clientHandshake(.ok)
+        guard case .handshakeCompleted = event as? TLSUserEvent else {
+            context.fireUserInboundEventTriggered(event)
+            return
         }
+        handshakeDone = true
+        services.instrumentation.clientHandshake(.ok)
+        // `TLSHandler` fires NIO's handshake event (ALPN's, which put the
+        // HTTP layers in) before this one: the layers are there to take over.
         context.fireUserInboundEventTriggered(event)
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

@@ -82,7 +82,8 @@ final class UpstreamPipeline: @unchecked Sendable {
 /// the handshake (pinproxy's event comes once the pin check has passed), or
 /// fails it with the handshake's error (a pin mismatch among them) or the
 /// connection's end, whichever comes first. Before ALPN has chosen the HTTP
-/// layers it is the only handler to see either; after, it passes all on.
+/// layers it is the only handler to see either; a good handshake is its last
+/// event, and it leaves the pipeline with it.
 final class UpstreamHandshakeWatcher: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = NIOAny
 
@@ -98,11 +99,17 @@ final class UpstreamHandshakeWatcher: ChannelInboundHandler, RemovableChannelHan
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case .handshakeCompleted(let info) = event as? PinproxyTLS.TLSUserEvent {
-            handshakeDone = true
-            ready.succeed(info)
+        guard case .handshakeCompleted(let info) = event as? PinproxyTLS.TLSUserEvent else {
+            context.fireUserInboundEventTriggered(event)
+            return
         }
+        handshakeDone = true
+        ready.succeed(info)
+        // Readiness was its one job: it leaves, rather than pass every later
+        // read on (`TLSHandler` fired ALPN's event, which put the HTTP layers
+        // in, before this one).
         context.fireUserInboundEventTriggered(event)
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
