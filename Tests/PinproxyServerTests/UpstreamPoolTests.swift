@@ -10,6 +10,22 @@ import Testing
 struct UpstreamPoolTests {
     let key = UpstreamPool.Key(digest: "d1", host: "a.test", port: 443, tls: true)
 
+    /// A key's hash takes its digest's once, at construction: keys equal in
+    /// every field are one key, and a key differing in any field is another.
+    @Test func keysAreEqualExactlyWhenEveryFieldIs() {
+        let same = UpstreamPool.Key(digest: "d" + "1", host: "a.test", port: 443, tls: true)
+        #expect(same == key && same.hashValue == key.hashValue)
+        let others = [
+            UpstreamPool.Key(digest: "d2", host: "a.test", port: 443, tls: true),
+            UpstreamPool.Key(digest: "d1", host: "b.test", port: 443, tls: true),
+            UpstreamPool.Key(digest: "d1", host: "a.test", port: 8443, tls: true),
+            UpstreamPool.Key(digest: "d1", host: "a.test", port: 443, tls: false),
+            UpstreamPool.Key(digest: "d1", host: "a.test", port: 443, tls: true, http1Only: true),
+        ]
+        for other in others { #expect(other != key, "\(other)") }
+        #expect(Set(others + [key, same]).count == others.count + 1)
+    }
+
     /// A slot freed on another event loop's thread just as a request joins the
     /// line must reach that request: handed to a waiter whose promise was not
     /// filed yet, it was lost, and the request waited past its queue timeout

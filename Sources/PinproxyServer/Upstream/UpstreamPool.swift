@@ -10,12 +10,38 @@ import NIOCore
 /// holds the waiters' promises and the timers, and closes what the machine drops.
 final class UpstreamPool: @unchecked Sendable {
     struct Key: Hashable, Sendable, CustomStringConvertible {
-        var digest: String
-        var host: String
-        var port: Int
-        var tls: Bool
+        let digest: String
+        let host: String
+        let port: Int
+        let tls: Bool
         /// Connections dialled offering only HTTP/1.1 (for WebSocket upgrades).
-        var http1Only = false
+        let http1Only: Bool
+        /// The digest's hash, taken once: a request looks its key up in the
+        /// pool's tables several times, and the digest is 64 characters.
+        private let digestHash: Int
+
+        init(digest: String, host: String, port: Int, tls: Bool, http1Only: Bool = false) {
+            self.digest = digest
+            self.host = host
+            self.port = port
+            self.tls = tls
+            self.http1Only = http1Only
+            digestHash = digest.hashValue
+        }
+
+        static func == (lhs: Key, rhs: Key) -> Bool {
+            lhs.digestHash == rhs.digestHash && lhs.port == rhs.port && lhs.tls == rhs.tls && lhs.http1Only == rhs.http1Only
+                && lhs.host == rhs.host && lhs.digest == rhs.digest
+        }
+
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(digestHash)
+            hasher.combine(host)
+            hasher.combine(port)
+            hasher.combine(tls)
+            hasher.combine(http1Only)
+        }
+
         var description: String { "\(tls ? "https" : "http")://\(host):\(port)\(http1Only ? " http/1.1" : "") [\(digest.prefix(12))]" }
     }
 
