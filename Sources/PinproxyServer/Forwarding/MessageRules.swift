@@ -34,8 +34,8 @@ enum MessageRules {
                 named.insert(token.trimmingSpaces.lowercased())
             }
         }
+        guard found > 0 else { return }  // the common head: no hop-by-hop field, nothing named
         named.remove("transfer-encoding")
-        guard found > 0 || !named.isEmpty else { return }
         if named.isEmpty && onlyConnection {
             // The common response (`Connection: keep-alive`): one field out, in place.
             headers.remove(name: "connection")
