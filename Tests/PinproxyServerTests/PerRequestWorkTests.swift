@@ -42,6 +42,25 @@ struct PerRequestWorkTests {
         #expect(Self.storage(other.targets) != Self.storage(first.targets))
     }
 
+    /// The plan's pool key is made with the plan (the host lowercased once),
+    /// not at each request's checkout; a WebSocket request's key is its own.
+    @Test func aPlansPoolKeyIsMadeWithThePlan() throws {
+        let policy = try #require(EmbeddedProxy().services.store.snapshot.policy(forHost: "intercept.test"))
+        var plan = DialPlan(host: "Intercept-Upstream.Example.TEST", port: 443, tls: true, policy: policy)
+        let first = plan.poolKey, second = plan.poolKey
+        #expect(first.host == "intercept-upstream.example.test" && first.digest == policy.digest && !first.http1Only)
+        #expect(Self.storage(first.host) == Self.storage(second.host), "one key, not a lowercased host per checkout")
+        plan.requiresHTTP1 = true
+        let http1 = plan.poolKey
+        #expect(http1.http1Only && http1 != first)
+        #expect(http1.host == first.host && http1.port == first.port && http1.tls == first.tls && http1.digest == first.digest)
+    }
+
+    /// Where a string's bytes are stored (a host longer than a small string).
+    static func storage(_ text: String) -> UnsafePointer<UInt8>? {
+        text.utf8.withContiguousStorageIfAvailable { $0.baseAddress } ?? nil
+    }
+
     /// Where an array's elements are stored: equal only for one array shared.
     static func storage<Element>(_ array: [Element]) -> UnsafePointer<Element>? {
         array.withUnsafeBufferPointer { $0.baseAddress }

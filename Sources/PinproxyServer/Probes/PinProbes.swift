@@ -97,12 +97,8 @@ public final class PinProbes: Service, Sendable {
     private func probe(_ policy: HostPolicy, host: String? = nil) -> EventLoopFuture<ProbeResult> {
         let pattern = policy.metricLabel
         let name = host ?? pattern
-        let spec = policy.spec
-        let plan = DialPlan(
-            host: name, port: 443, targets: spec.upstream.isEmpty ? [HostPort(host: name, port: 443)] : spec.upstream,
-            tls: true, policy: policy, retries: spec.retries,
-            connectTimeout: TimeAmount(spec.connectTimeout), handshakeTimeout: TimeAmount(spec.handshakeTimeout),
-            countsTraffic: false)
+        var plan = DialPlan(host: name, port: 443, tls: true, policy: policy)
+        plan.countsTraffic = false
         let loop = MultiThreadedEventLoopGroup.singleton.next()
         let services = self.services
         let done = loop.makePromise(of: ProbeResult.self)
@@ -128,7 +124,7 @@ public final class PinProbes: Service, Sendable {
                 outcome = ProbeResult(success: false, at: Date(), leafNotAfter: nil, verdict: PinVerdict(refusedWith: refusal.code)?.metricLabel,
                                       error: refusal.code.rawValue, detail: refusal.description)
                 services.logger.error("pin probe failed", metadata: [
-                    "host": "\(pattern)", "file": "\(spec.file)", "error": "\(refusal.code.rawValue)", "detail": "\(refusal.detail)",
+                    "host": "\(pattern)", "file": "\(policy.spec.file)", "error": "\(refusal.code.rawValue)", "detail": "\(refusal.detail)",
                 ])
             }
             self.results.withLockedValue { $0[pattern] = outcome }

@@ -10,12 +10,12 @@ import PinproxyTLS
 /// Everything needed to reach one upstream for one request.
 struct DialPlan: Sendable {
     /// The name the client asked for: SNI, hostname verification, pool key.
-    var host: String
-    var port: Int
+    let host: String
+    let port: Int
     /// What to dial: the policy's `upstream` list, else `host:port`.
     var targets: [HostPort]
-    var tls: Bool
-    var policy: HostPolicy?
+    let tls: Bool
+    let policy: HostPolicy?
     var retries: Int
     var connectTimeout: TimeAmount
     var handshakeTimeout: TimeAmount
@@ -25,10 +25,16 @@ struct DialPlan: Sendable {
     /// dial offers only `http/1.1` in ALPN and an h2 connection is never leased.
     var requiresHTTP1 = false
 
+    /// The pool key for this plan's requests that may share an h2 connection,
+    /// made with the plan: an intercepted session keeps its plan, and its
+    /// requests use the key without making it again.
+    private let sharedPoolKey: UpstreamPool.Key
+
     /// The pool key for this plan. HTTP/1.1-only connections are pooled apart,
     /// so that a request that needs one never gets an h2 connection's stream.
     var poolKey: UpstreamPool.Key {
-        UpstreamPool.Key(digest: policy?.digest ?? "-", host: host.lowercased(), port: port, tls: tls, http1Only: requiresHTTP1)
+        guard requiresHTTP1 else { return sharedPoolKey }
+        return UpstreamPool.Key(digest: sharedPoolKey.digest, host: sharedPoolKey.host, port: port, tls: tls, http1Only: true)
     }
 
     /// The ALPN offer that replaces the policy's for this dial, if any.
@@ -50,6 +56,7 @@ extension DialPlan {
         self.retries = spec?.retries ?? HostPolicyDefaults.retries
         self.connectTimeout = TimeAmount(spec?.connectTimeout ?? HostPolicyDefaults.connectTimeout)
         self.handshakeTimeout = TimeAmount(spec?.handshakeTimeout ?? HostPolicyDefaults.handshakeTimeout)
+        self.sharedPoolKey = UpstreamPool.Key(digest: policy?.digest ?? "-", host: host.lowercased(), port: port, tls: tls)
     }
 }
 
