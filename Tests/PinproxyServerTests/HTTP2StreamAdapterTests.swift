@@ -178,6 +178,17 @@ struct HTTP2StreamAdapterTests {
                 == ["HEADERS(:status=200,via=1.1 pinproxy,x-pinproxy-error=e)+END"])
     }
 
+    /// Each connection-specific field is left out, and a field that only
+    /// looks like one (a name one letter longer, or with a prefix) is kept;
+    /// `host` is kept in a response, and `close` goes when `Connection: close` names it.
+    @Test func everyConnectionSpecificFieldIsLeftOutAndNoOther() throws {
+        #expect(try Self.frames([Self.response(.ok, [("Upgrade", "h2c"), ("Proxy-Connection", "keep-alive"), ("Connection", "close"),
+                                                     ("Close", "x"), ("Host", "kept.test"), ("X-Upgrade", "kept"), ("Connections", "kept"),
+                                                     ("Keep-Alives", "kept"), ("Transfer-Encodings", "kept")]),
+                                 .end(nil)])
+                == ["HEADERS(:status=200,host=kept.test,x-upgrade=kept,connections=kept,keep-alives=kept,transfer-encodings=kept)+END"])
+    }
+
     @Test func aHeadFollowedAtOnceByItsEndIsOneHeadersFrameWithEndStream() throws {
         // gRPC's trailers-only answer: the status in the head, nothing after it.
         #expect(try Self.frames([Self.response(.ok, [("grpc-status", "5")]), .end(nil)]) == ["HEADERS(:status=200,grpc-status=5)+END"])

@@ -124,13 +124,24 @@ enum HTTP2HeaderBlocks {
         let named = options == .others ? Set(headers[canonicalForm: "connection"].map { $0.lowercased() }) : []
         for (name, value) in headers {
             let lower = lowercased(name)
-            switch lower {
-            case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade": continue
-            case "host" where droppingHost: continue
-            case "close" where options == .close: continue  // as the named set would have it
-            default: if !named.isEmpty && named.contains(lower) { continue }
-            }
+            if isDropped(lower, droppingHost: droppingHost, options: options) || (!named.isEmpty && named.contains(lower)) { continue }
             block.add(name: lower, value: value)
+        }
+    }
+
+    /// Whether the lowercased `name` is a field HTTP/2 forbids, or `host`
+    /// when it went as `:authority`, or `close` when `Connection: close`
+    /// named it. Told apart by length first: a string switch compared every
+    /// field with each name in turn (about a microsecond per h2 request).
+    private static func isDropped(_ name: String, droppingHost: Bool, options: ConnectionOptions) -> Bool {
+        switch name.utf8.count {
+        case 4: return droppingHost && name == "host"
+        case 5: return options == .close && name == "close"
+        case 7: return name == "upgrade"
+        case 10: return name == "connection" || name == "keep-alive"
+        case 16: return name == "proxy-connection"
+        case 17: return name == "transfer-encoding"
+        default: return false
         }
     }
 
