@@ -109,6 +109,19 @@ struct PerRequestWorkTests {
         #expect(Self.fields(upgraded.headers) == ["Content-Length: 0", "Via: 1.0 pinproxy"])
     }
 
+    /// The case-insensitive compare every head scan uses: ASCII letters
+    /// fold, nothing else does (a non-ASCII letter is never its lowercase).
+    @Test func headerNamesCompareIgnoringASCIICaseOnly() {
+        let cases: [(String, Bool)] = [
+            ("connection", true), ("Connection", true), ("CONNECTION", true), ("connectioN", true),
+            (String("X-Connection".dropFirst(2)), true), ("connectio", false), ("connections", false),
+            ("connection ", false), ("xonnection", false), ("connect1on", false),
+        ]
+        for (text, equal) in cases { #expect(MessageRules.asciiEqualsIgnoringCase(text, "connection") == equal, "\(text)") }
+        #expect(!MessageRules.asciiEqualsIgnoringCase("\u{C0}", "\u{E0}"), "À is not à here: only ASCII folds")
+        #expect(MessageRules.asciiEqualsIgnoringCase("\u{E0}", "\u{E0}"))
+    }
+
     // MARK: HTTP/2 streams
 
     /// Each app stream has its own exchange handler; the session's series are
