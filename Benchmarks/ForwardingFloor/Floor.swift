@@ -17,7 +17,8 @@
 // path), writes the CA its leaves are minted from to FILE, and verifies
 // upstreams against --upstream-ca. SIGTERM or SIGINT stops it. An app that
 // chooses `h2` in ALPN (as pinproxy offers it) gets the HTTP/2 path of
-// FloorHTTP2.swift.
+// FloorHTTP2.swift. With --splice, an HTTP/1.1 app's bytes are spliced to
+// the upstream with no HTTP layer (FloorSplice.swift: below the floor).
 import ArgumentParser
 import Foundation
 import NIOCore
@@ -41,6 +42,9 @@ struct Floor: ParsableCommand {
     @Option(help: "The CA file upstream certificates are verified against.")
     var upstreamCA: String
 
+    @Flag(help: "Splice an HTTP/1.1 app's bytes to its own upstream connection, with no HTTP layer (FloorSplice.swift).")
+    var splice = false
+
     func run() throws {
         let ca = try CertificateAuthority.create(commonName: "pinproxy-floor CA")
         try ca.certificate.pemString.write(toFile: caOut, atomically: true, encoding: .utf8)
@@ -56,7 +60,8 @@ struct Floor: ParsableCommand {
             upstream: try TLSContext(configuration: .client(minimumVersion: .v1_3, trustRoots: .file(upstreamCA))),
             upstreamH2: try TLSContext(configuration: upstreamH2),
             ca: ca,
-            idle: idle)
+            idle: idle,
+            splice: splice)
 
         let server = try ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
@@ -94,6 +99,8 @@ struct Contexts: Sendable {
     let ca: CertificateAuthority
     /// HTTP/1.1 upstream connections left idle by app connections that closed.
     let idle: NIOLoopBound<IdleUpstreams>
+    /// `--splice`: no HTTP layer for an HTTP/1.1 app (`SpliceForwarder`).
+    let splice: Bool
 }
 
 /// Answers a CONNECT with 200, then swaps the listener's HTTP layers for TLS
@@ -146,6 +153,8 @@ final class ConnectAnswer: ChannelInboundHandler, RemovableChannelHandler {
             channel.eventLoop.makeCompletedFuture {
                 if case .negotiated("h2") = result {
                     try FloorHTTP2.configure(channel, target: target, contexts: contexts)
+                } else if contexts.splice {
+                    try channel.pipeline.syncOperations.addHandler(SpliceForwarder(target: target, contexts: contexts), position: .last)
                 } else {
                     let sync = channel.pipeline.syncOperations
                     try sync.configureHTTPServerPipeline(position: .last, withPipeliningAssistance: false, withErrorHandling: false)
