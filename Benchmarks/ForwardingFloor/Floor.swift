@@ -178,16 +178,9 @@ final class Forwarder: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
-    private enum Upstream {
-        case none
-        case dialling(pending: [HTTPClientRequestPart])
-        case ready(any Channel)
-        case closed
-    }
-
     private let target: (host: String, port: Int)
     private let contexts: Contexts
-    private var upstream = Upstream.none
+    private var upstream = UpstreamLeg<HTTPClientRequestPart>.none
     /// Requests sent whole; `Backward` counts the responses that ended.
     private var requestsEnded = 0
     /// The upstream's reads were paused once (it is not pooled then: it may
@@ -217,12 +210,8 @@ final class Forwarder: ChannelInboundHandler {
             upstream = .ready(channel)
         }
         switch upstream {
-        case .none:
-            upstream = .dialling(pending: [part])
-            dial(context: context)
-        case .dialling(var pending):
-            pending.append(part)
-            upstream = .dialling(pending: pending)
+        case .none, .dialling:
+            if upstream.hold(part) { dial(context: context) }
         case .ready(let channel):
             if case .end = part {
                 channel.writeAndFlush(part, promise: nil)
@@ -261,35 +250,13 @@ final class Forwarder: ChannelInboundHandler {
     }
 
     private func dial(context: ChannelHandlerContext) {
-        let contexts = self.contexts
-        let host = target.host
         let app = NIOLoopBound(context, eventLoop: context.eventLoop)
-        ClientBootstrap(group: context.eventLoop)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(TLSHandler(clientContext: contexts.upstream, serverName: host))
-                    try sync.addHTTPClientHandlers()
-                    try sync.addHandler(Backward(app: app.value))
-                }
-            }
-            .connect(host: target.host, port: target.port)
-            .assumeIsolated().whenComplete { result in
-                guard case .dialling(let pending) = self.upstream else {
-                    if case .success(let channel) = result { channel.close(promise: nil) }
-                    return
-                }
-                switch result {
-                case .failure:
-                    self.upstream = .closed
-                    context.close(promise: nil)
-                case .success(let channel):
-                    self.upstream = .ready(channel)
-                    for part in pending { channel.write(part, promise: nil) }
-                    channel.flush()
-                }
-            }
+        FloorDial.connect(target, tls: contexts.upstream, on: context.eventLoop) { sync in
+            try sync.addHTTPClientHandlers()
+            try sync.addHandler(Backward(app: app.value))
+        }.assumeIsolated().whenComplete { result in
+            self.upstream.dialled(result, app: context)
+        }
     }
 }
 

@@ -8,8 +8,6 @@
 // or deadlines.
 import NIOCore
 import NIOHTTP2
-import NIOPosix
-import PinproxyTLS
 
 enum FloorHTTP2 {
     /// NIO's HTTP/2 server on an app connection whose handshake chose `h2`.
@@ -85,41 +83,31 @@ final class UpstreamH2Connection: @unchecked Sendable {
     }
 
     private func dial() {
-        let contexts = self.contexts
-        let host = target.host
-        ClientBootstrap(group: loop)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(TLSHandler(clientContext: contexts.upstreamH2, serverName: host))
-                    let http2 = NIOHTTP2Handler(
-                        mode: .client, eventLoop: channel.eventLoop, connectionConfiguration: .init(), streamConfiguration: .init()
-                    ) { stream in
-                        stream.close(promise: nil)  // no push
-                        return stream.eventLoop.makeSucceededVoidFuture()
-                    }
-                    try sync.addHandler(http2)
-                }
+        FloorDial.connect(target, tls: contexts.upstreamH2, on: loop) { sync in
+            let http2 = NIOHTTP2Handler(
+                mode: .client, eventLoop: sync.eventLoop, connectionConfiguration: .init(), streamConfiguration: .init()
+            ) { stream in
+                stream.close(promise: nil)  // no push
+                return stream.eventLoop.makeSucceededVoidFuture()
             }
-            .connect(host: target.host, port: target.port)
-            .assumeIsolated().whenComplete { result in
-                guard case .dialling(let waiting) = self.state else {
-                    if case .success(let channel) = result { channel.close(promise: nil) }
-                    return
-                }
-                switch result {
-                case .failure:
-                    self.failWaiting()
-                case .success(let channel):
-                    guard let multiplexer = try? channel.pipeline.syncOperations.handler(type: NIOHTTP2Handler.self).syncMultiplexer() else {
-                        channel.close(promise: nil)
-                        return self.failWaiting()
-                    }
-                    self.state = .ready(channel, multiplexer)
-                    for resume in waiting { resume() }
-                }
+            try sync.addHandler(http2)
+        }.assumeIsolated().whenComplete { result in
+            guard case .dialling(let waiting) = self.state else {
+                if case .success(let channel) = result { channel.close(promise: nil) }
+                return
             }
+            switch result {
+            case .failure:
+                self.failWaiting()
+            case .success(let channel):
+                guard let multiplexer = try? channel.pipeline.syncOperations.handler(type: NIOHTTP2Handler.self).syncMultiplexer() else {
+                    channel.close(promise: nil)
+                    return self.failWaiting()
+                }
+                self.state = .ready(channel, multiplexer)
+                for resume in waiting { resume() }
+            }
+        }
     }
 }
 

@@ -9,23 +9,14 @@
 // cannot be a proxy: nothing here knows where one request ends, so an app
 // connection has its own upstream connection, dialled at its first bytes.
 import NIOCore
-import NIOPosix
-import PinproxyTLS
 
 /// The app's side: bytes to the upstream, flushed once per read burst.
 final class SpliceForwarder: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
 
-    private enum Upstream {
-        case none
-        case dialling(pending: [ByteBuffer])
-        case ready(any Channel)
-        case closed
-    }
-
     private let target: (host: String, port: Int)
     private let contexts: Contexts
-    private var upstream = Upstream.none
+    private var upstream = UpstreamLeg<ByteBuffer>.none
 
     init(target: (host: String, port: Int), contexts: Contexts) {
         self.target = target
@@ -35,12 +26,8 @@ final class SpliceForwarder: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let bytes = unwrapInboundIn(data)
         switch upstream {
-        case .none:
-            upstream = .dialling(pending: [bytes])
-            dial(context: context)
-        case .dialling(var pending):
-            pending.append(bytes)
-            upstream = .dialling(pending: pending)
+        case .none, .dialling:
+            if upstream.hold(bytes) { dial(context: context) }
         case .ready(let channel):
             channel.write(bytes, promise: nil)
         case .closed:
@@ -68,34 +55,12 @@ final class SpliceForwarder: ChannelInboundHandler {
     }
 
     private func dial(context: ChannelHandlerContext) {
-        let contexts = self.contexts
-        let host = target.host
         let app = NIOLoopBound(context, eventLoop: context.eventLoop)
-        ClientBootstrap(group: context.eventLoop)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(TLSHandler(clientContext: contexts.upstream, serverName: host))
-                    try sync.addHandler(SpliceBackward(app: app.value))
-                }
-            }
-            .connect(host: target.host, port: target.port)
-            .assumeIsolated().whenComplete { result in
-                guard case .dialling(let pending) = self.upstream else {
-                    if case .success(let channel) = result { channel.close(promise: nil) }
-                    return
-                }
-                switch result {
-                case .failure:
-                    self.upstream = .closed
-                    context.close(promise: nil)
-                case .success(let channel):
-                    self.upstream = .ready(channel)
-                    for bytes in pending { channel.write(bytes, promise: nil) }
-                    channel.flush()
-                }
-            }
+        FloorDial.connect(target, tls: contexts.upstream, on: context.eventLoop) { sync in
+            try sync.addHandler(SpliceBackward(app: app.value))
+        }.assumeIsolated().whenComplete { result in
+            self.upstream.dialled(result, app: context)
+        }
     }
 }
 
