@@ -18,7 +18,9 @@
 // upstreams against --upstream-ca. SIGTERM or SIGINT stops it. An app that
 // chooses `h2` in ALPN (as pinproxy offers it) gets the HTTP/2 path of
 // FloorHTTP2.swift. With --splice, an HTTP/1.1 app's bytes are spliced to
-// the upstream with no HTTP layer (FloorSplice.swift: below the floor).
+// the upstream with no HTTP layer (FloorSplice.swift: below the floor); with
+// --raw-heads, spliced but cut at each head, which is copied on without its
+// `Connection` field (FloorRawHeads.swift: the least an HTTP/1 head path does).
 import ArgumentParser
 import Foundation
 import NIOCore
@@ -45,6 +47,9 @@ struct Floor: ParsableCommand {
     @Flag(help: "Splice an HTTP/1.1 app's bytes to its own upstream connection, with no HTTP layer (FloorSplice.swift).")
     var splice = false
 
+    @Flag(help: "As --splice, but cut at each head and copy it on without its Connection field (FloorRawHeads.swift).")
+    var rawHeads = false
+
     func run() throws {
         let ca = try CertificateAuthority.create(commonName: "pinproxy-floor CA")
         try ca.certificate.pemString.write(toFile: caOut, atomically: true, encoding: .utf8)
@@ -61,7 +66,7 @@ struct Floor: ParsableCommand {
             upstreamH2: try TLSContext(configuration: upstreamH2),
             ca: ca,
             idle: idle,
-            splice: splice)
+            http1: rawHeads ? .rawHeads : splice ? .splice : .codec)
 
         let server = try ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
@@ -99,8 +104,17 @@ struct Contexts: Sendable {
     let ca: CertificateAuthority
     /// HTTP/1.1 upstream connections left idle by app connections that closed.
     let idle: NIOLoopBound<IdleUpstreams>
-    /// `--splice`: no HTTP layer for an HTTP/1.1 app (`SpliceForwarder`).
-    let splice: Bool
+    /// What an HTTP/1.1 app's bytes go through.
+    let http1: HTTP1Path
+}
+
+enum HTTP1Path {
+    /// NIO's codecs on both legs (`Forwarder`): the floor.
+    case codec
+    /// `--splice`: no HTTP layer (`SpliceForwarder`).
+    case splice
+    /// `--raw-heads`: spliced, each head copied on without `Connection` (`RawHeads`).
+    case rawHeads
 }
 
 /// Answers a CONNECT with 200, then swaps the listener's HTTP layers for TLS
@@ -153,7 +167,7 @@ final class ConnectAnswer: ChannelInboundHandler, RemovableChannelHandler {
             channel.eventLoop.makeCompletedFuture {
                 if case .negotiated("h2") = result {
                     try FloorHTTP2.configure(channel, target: target, contexts: contexts)
-                } else if contexts.splice {
+                } else if contexts.http1 != .codec {
                     try channel.pipeline.syncOperations.addHandler(SpliceForwarder(target: target, contexts: contexts), position: .last)
                 } else {
                     let sync = channel.pipeline.syncOperations

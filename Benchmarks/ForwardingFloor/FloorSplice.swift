@@ -10,21 +10,24 @@
 // connection has its own upstream connection, dialled at its first bytes.
 import NIOCore
 
-/// The app's side: bytes to the upstream, flushed once per read burst.
+/// The app's side: bytes to the upstream, flushed once per read burst
+/// (with `--raw-heads`, each request head rewritten on the way).
 final class SpliceForwarder: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
 
     private let target: (host: String, port: Int)
     private let contexts: Contexts
     private var upstream = UpstreamLeg<ByteBuffer>.none
+    private var heads: RawHeads?
 
     init(target: (host: String, port: Int), contexts: Contexts) {
         self.target = target
         self.contexts = contexts
+        heads = contexts.http1 == .rawHeads ? RawHeads() : nil
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let bytes = unwrapInboundIn(data)
+        guard let bytes = RawHeads.forward(unwrapInboundIn(data), through: &heads, context: context) else { return }
         switch upstream {
         case .none, .dialling:
             if upstream.hold(bytes) { dial(context: context) }
@@ -56,26 +59,31 @@ final class SpliceForwarder: ChannelInboundHandler {
 
     private func dial(context: ChannelHandlerContext) {
         let app = NIOLoopBound(context, eventLoop: context.eventLoop)
+        let rawHeads = contexts.http1 == .rawHeads
         FloorDial.connect(target, tls: contexts.upstream, on: context.eventLoop) { sync in
-            try sync.addHandler(SpliceBackward(app: app.value))
+            try sync.addHandler(SpliceBackward(app: app.value, rawHeads: rawHeads))
         }.assumeIsolated().whenComplete { result in
             self.upstream.dialled(result, app: context)
         }
     }
 }
 
-/// The upstream's side: bytes back to the app, flushed once per read burst.
+/// The upstream's side: bytes back to the app, flushed once per read burst
+/// (with `--raw-heads`, each response head rewritten on the way).
 final class SpliceBackward: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
 
     private let app: ChannelHandlerContext
+    private var heads: RawHeads?
 
-    init(app: ChannelHandlerContext) {
+    init(app: ChannelHandlerContext, rawHeads: Bool) {
         self.app = app
+        heads = rawHeads ? RawHeads() : nil
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        app.write(data, promise: nil)
+        guard let bytes = RawHeads.forward(unwrapInboundIn(data), through: &heads, context: context) else { return }
+        app.write(NIOAny(bytes), promise: nil)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
