@@ -10,7 +10,13 @@ public enum JSONString {
     }
 
     private static func needsEscaping(_ text: String) -> Bool {
-        text.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") })
+        text.utf8.contains(where: needsEscaping)
+    }
+
+    /// Whether `byte` changes between JSON quotes: a quote, a backslash or a
+    /// control character (every byte of a multi-byte character stays).
+    public static func needsEscaping(_ byte: UInt8) -> Bool {
+        byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
     }
 
     /// `text` escaped for use between JSON quotes.

@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import PinproxyPolicy
 
 /// A log line's bytes, written into memory reserved for the whole line at
 /// once. The access line is about thirty pieces (keys, numbers, quoted
@@ -106,39 +107,18 @@ struct LogLineBytes {
         writeByte(UInt8(ascii: "0") + UInt8(whole % 10))
     }
 
-    /// `text` as a quoted JSON string, escaped as `JSONString.escape` escapes
-    /// it: a quote, a backslash and a control character are the only bytes
-    /// that change (every byte of a multi-byte character is 0x80 or above).
+    /// `text` as a quoted JSON string. Text that needs no escaping (nearly
+    /// all: hosts, paths, addresses) is copied as it is; other text goes
+    /// through `JSONString.escape`, which never makes a byte more than six.
     mutating func writeJSONQuoted(_ text: some StringProtocol) {
         writeByte(UInt8(ascii: "\""))
+        var plain = false
         Self.withUTF8(of: text) { bytes in
-            guard bytes.contains(where: Self.needsEscaping) else {
-                writeBytes(UnsafeRawBufferPointer(bytes))
-                return
-            }
-            for byte in bytes { writeEscaped(byte) }
+            plain = !bytes.contains(where: JSONString.needsEscaping)
+            if plain { writeBytes(UnsafeRawBufferPointer(bytes)) }
         }
+        if !plain { writeString(JSONString.escape(String(text))) }
         writeByte(UInt8(ascii: "\""))
-    }
-
-    private static func needsEscaping(_ byte: UInt8) -> Bool {
-        byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
-    }
-
-    private mutating func writeEscaped(_ byte: UInt8) {
-        switch byte {
-        case UInt8(ascii: "\""): writeStaticString("\\\"")
-        case UInt8(ascii: "\\"): writeStaticString("\\\\")
-        case UInt8(ascii: "\n"): writeStaticString("\\n")
-        case UInt8(ascii: "\r"): writeStaticString("\\r")
-        case UInt8(ascii: "\t"): writeStaticString("\\t")
-        case ..<0x20:
-            let hex: StaticString = "0123456789abcdef"
-            writeStaticString("\\u00")
-            writeByte(hex.utf8Start[Int(byte >> 4)])
-            writeByte(hex.utf8Start[Int(byte & 0xF)])
-        default: writeByte(byte)
-        }
     }
 
     /// The text's UTF-8 in place when it is contiguous (every native string
