@@ -56,6 +56,9 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // HTTP/1 message heads read from their bytes, as spans, and the framing
+        // of the body after them: pure, no NIO (the head path of issue 33).
+        .target(name: "PinproxyHTTP1"),
         // Config model, YAML loading with marks, validation, host matching, pin
         // evaluation (pure, clock injected), compiled snapshots and reload.
         .target(
@@ -181,6 +184,7 @@ let package = Package(
             name: "pinproxy-floor",
             dependencies: [
                 "PinproxyTLS",
+                "PinproxyHTTP1",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -209,9 +213,11 @@ let package = Package(
             name: "PinproxyTestSupport",
             dependencies: [
                 "PinproxyTLS",
+                "PinproxyHTTP1",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             path: "Tests/PinproxyTestSupport"
@@ -224,6 +230,14 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]
+        ),
+        // The head parser, and the same inputs through NIO's HTTP/1 decoder.
+        .testTarget(
+            name: "PinproxyHTTP1Tests",
+            dependencies: [
+                "PinproxyHTTP1",
+                "PinproxyTestSupport",
             ]
         ),
         .testTarget(
@@ -318,6 +332,8 @@ if Context.environment["PINPROXY_FUZZ"] == "1" {
             "PinproxyServer",
             "PinproxyPolicy",
             "PinproxyTLS",
+            "PinproxyHTTP1",
+            "PinproxyTestSupport",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),

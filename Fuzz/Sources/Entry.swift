@@ -12,6 +12,8 @@ enum FuzzTarget: String, CaseIterable, Sendable {
     case config
     /// The TLS handler fed arbitrary records, as a server and as a client.
     case tls
+    /// The head path against NIO's HTTP/1 decoder on the same bytes.
+    case head
 }
 
 let selectedTarget: FuzzTarget = {
@@ -43,6 +45,7 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     case .response: ResponseTarget.run(input)
     case .config: ConfigTarget.run(input)
     case .tls: TLSTarget.run(input)
+    case .head: HeadTarget.run(input)
     }
     return 0
 }

@@ -1,0 +1,119 @@
+import PinproxyHTTP1
+import Testing
+
+@Suite struct HeadParserTests {
+    let requests = HeadParser(kind: .request, maxFieldBytes: 2048, maxFieldCount: 8)
+    let responses = HeadParser(kind: .response, maxFieldBytes: 2048, maxFieldCount: 8)
+
+    func parse(_ text: String, _ parser: HeadParser? = nil) -> HeadParser.Outcome {
+        Array(text.utf8).withUnsafeBytes { (parser ?? requests).parse($0) }
+    }
+
+    func readHead(_ text: String, _ parser: HeadParser? = nil) -> ParsedHead? {
+        guard case .head(let head) = parse(text, parser) else { return nil }
+        return head
+    }
+
+    func piece(_ text: String, _ span: ByteSpan) -> String {
+        String(decoding: Array(text.utf8)[span.start..<span.end], as: UTF8.self)
+    }
+
+    @Test func aRequestHeadIsReadAsSpansOfItsBytes() throws {
+        let text = "GET /a?b=c HTTP/1.1\r\nHost: example.test\r\nAccept:  */* \t\r\nX-Empty:\r\n\r\nbody"
+        let head = try #require(readHead(text))
+        #expect(head.length == text.utf8.count - 4)
+        #expect(piece(text, head.method) == "GET")
+        #expect(piece(text, head.target) == "/a?b=c")
+        #expect(head.minorVersion == 1)
+        #expect(head.fields.map { [piece(text, $0.name), piece(text, $0.value)] }
+            == [["Host", "example.test"], ["Accept", "*/*"], ["X-Empty", ""]])
+    }
+
+    @Test func aResponseHeadIsReadWithOrWithoutAReasonPhrase() throws {
+        let full = "HTTP/1.0 404 Not Found\r\nServer: t\r\n\r\n"
+        let withReason = try #require(readHead(full, responses))
+        #expect(withReason.status == 404)
+        #expect(withReason.minorVersion == 0)
+        #expect(piece(full, withReason.reason) == "Not Found")
+        let bare = try #require(readHead("HTTP/1.1 204\r\n\r\n", responses))
+        #expect(bare.status == 204)
+        #expect(bare.reason == .empty)
+    }
+
+    @Test func aHeadWithoutItsEndIsIncompleteUntilItsBoundThenTooLarge() {
+        #expect(parse("GET / HTTP/1.1\r\nHost: a\r\n") == .incomplete)
+        let small = HeadParser(kind: .request, maxFieldBytes: 16, maxFieldCount: 8)
+        #expect(parse("GET / HTTP/1.1\r\nX: " + String(repeating: "a", count: small.maxHeadBytes), small) == .refused(.tooLarge))
+    }
+
+    @Test func anEndSearchedInPiecesIsFoundOnce() {
+        let bytes = Array("GET / HTTP/1.1\r\nHost: a\r\n\r\n".utf8)
+        var searched = 0
+        for cut in 1..<bytes.count {
+            let outcome = bytes[0..<cut].withUnsafeBytes { requests.parse($0, searchedTo: &searched) }
+            #expect(outcome == .incomplete, "cut at \(cut)")
+            #expect(searched <= cut)
+        }
+        let whole = bytes.withUnsafeBytes { requests.parse($0, searchedTo: &searched) }
+        guard case .head(let head) = whole else {
+            Issue.record("the whole head was not read: \(whole)")
+            return
+        }
+        #expect(head.length == bytes.count)
+    }
+
+    @Test(arguments: [
+        ("GXT / HTTP/1.1\r\n\r\n", HeadRefusal.unknownMethod),
+        ("get / HTTP/1.1\r\n\r\n", .unknownMethod),
+        ("GET  / HTTP/1.1\r\n\r\n", .badTarget),
+        ("GET /a b HTTP/1.1\r\n\r\n", .badVersion),
+        ("GET /\u{7F} HTTP/1.1\r\n\r\n", .badTarget),
+        ("GET /é HTTP/1.1\r\n\r\n", .badTarget),
+        ("GET / HTTP/1.2\r\n\r\n", .badVersion),
+        ("GET / HTTP/2.0\r\n\r\n", .badVersion),
+        ("GET / http/1.1\r\n\r\n", .badVersion),
+        ("GET / HTTP/1.1 \r\n\r\n", .badVersion),
+        ("GET / HTTP/1.1\r\nHost : a\r\n\r\n", .badFieldName),
+        ("GET / HTTP/1.1\r\n: a\r\n\r\n", .badFieldName),
+        ("GET / HTTP/1.1\r\nHo\"st: a\r\n\r\n", .badFieldName),
+        ("GET / HTTP/1.1\r\nHost: a\r\n folded\r\n\r\n", .foldedLine),
+        ("GET / HTTP/1.1\r\nHost: a\u{01}b\r\n\r\n", .badFieldValue),
+        ("GET / HTTP/1.1\r\nHost: a\0\r\n\r\n", .badFieldValue),
+        ("GET / HTTP/1.1\r\nHost: a\rb\r\n\r\n", .bareLineEnd),
+        ("GET / HTTP/1.1\r\nHost: a\nX: b\r\n\r\n", .bareLineEnd),
+        ("GET / HTTP/1.1\nHost: a\r\n\r\n", .bareLineEnd),
+    ])
+    func refusesWhatNIORefusesOrMore(text: String, refusal: HeadRefusal) {
+        #expect(parse(text) == .refused(refusal), "\(text.debugDescription)")
+    }
+
+    @Test func refusesAStatusThatIsNotThreeDigits() {
+        #expect(parse("HTTP/1.1 20 OK\r\n\r\n", responses) == .refused(.badStatus))
+        #expect(parse("HTTP/1.1 099 Low\r\n\r\n", responses) == .refused(.badStatus))
+        #expect(parse("HTTP/1.1 200 O\u{01}K\r\n\r\n", responses) == .refused(.badReason))
+    }
+
+    @Test func countsTargetNamesAndValuesAgainstTheLimitAsNIODoes() {
+        let parser = HeadParser(kind: .request, maxFieldBytes: 10, maxFieldCount: 8)
+        // "/" + "Ab" + "cdefgh" = 9 counted bytes, spaces not counted.
+        #expect(readHead("GET / HTTP/1.1\r\nAb:    cdefgh   \r\n\r\n", parser) != nil)
+        #expect(parse("GET / HTTP/1.1\r\nAb: cdefghij\r\n\r\n", parser) == .refused(.tooLarge))
+    }
+
+    @Test func refusesOneFieldMoreThanTheLimit() {
+        let eight = String(repeating: "X: y\r\n", count: 8)
+        #expect(readHead("GET / HTTP/1.1\r\n" + eight + "\r\n") != nil)
+        #expect(parse("GET / HTTP/1.1\r\n" + eight + "X: y\r\n\r\n") == .refused(.tooManyFields))
+    }
+
+    @Test func knowsEveryMethodNIOKnowsAndNoOther() {
+        #expect(readHead("CONNECT a.test:443 HTTP/1.1\r\n\r\n") != nil)
+        #expect(parse("CONNECT / HTTP/1.1\r\n\r\n") == .refused(.badTarget))
+        for method in ["DELETE", "GET", "HEAD", "POST", "PUT", "OPTIONS", "TRACE", "PATCH", "M-SEARCH", "QUERY", "PROPFIND"] {
+            #expect(readHead("\(method) / HTTP/1.1\r\n\r\n") != nil, "\(method)")
+        }
+        for method in ["PRI", "BREW", "DESCRIBE", "GETS", "G", "QUERYX"] {
+            #expect(parse("\(method) / HTTP/1.1\r\n\r\n") == .refused(.unknownMethod), "\(method)")
+        }
+    }
+}

@@ -1,0 +1,242 @@
+import NIOCore
+import NIOEmbedded
+import NIOHTTP1
+import PinproxyHTTP1
+
+/// The same bytes read by NIO's HTTP/1 decoder and by pinproxy's head path
+/// (`HeadParser` and `BodyFraming`), message by message. The head path may
+/// refuse more than NIO; it may never read a message NIO does not read, nor
+/// read one differently: another method, target, version, status, field, or
+/// body length would be a message two parsers see two ways (the shape of
+/// request smuggling). Used by PinproxyHTTP1Tests and the `head` fuzz target.
+public enum HTTP1Differential {
+    /// Small limits, so that inputs reach them.
+    public static let maxFieldBytes = 2048
+    public static let maxFieldCount = 32
+
+    /// A message as one reader saw it.
+    public struct Message: Equatable, CustomStringConvertible, Sendable {
+        public var method = ""
+        public var target = ""
+        public var status = 0
+        public var minorVersion = 0
+        public var fields: [[String]] = []
+        /// The body's length, once the message's end was read; nil before
+        /// that, or where the reader does not follow the body.
+        public var bodyBytes: Int?
+        /// The body's bytes as read so far.
+        public var body: [UInt8] = []
+
+        /// Values compare without trailing whitespace: NIO keeps it (llhttp
+        /// drops only the leading), the head path drops it as RFC 9110 §5.5
+        /// says; the value means the same to both.
+        func sameHead(as other: Message) -> Bool {
+            func trimmed(_ fields: [[String]]) -> [[String]] {
+                fields.map { [$0[0], String($0[1].reversed().drop { $0 == " " || $0 == "\t" }.reversed())] }
+            }
+            return method == other.method && target == other.target && status == other.status
+                && minorVersion == other.minorVersion && trimmed(fields) == trimmed(other.fields)
+        }
+
+        public var description: String {
+            let start = status == 0 ? "\(method) \(target) HTTP/1.\(minorVersion)" : "HTTP/1.\(minorVersion) \(status)"
+            return "\(start) \(fields) body \(bodyBytes.map(String.init) ?? "-")"
+        }
+    }
+
+    /// What a reader made of the input: the messages whose head it read, and
+    /// why it stopped.
+    public struct Reading: Sendable {
+        public var messages: [Message] = []
+        public var stop = "end of input"
+    }
+
+    /// nil when the head path's reading of `input` agrees with NIO's; else
+    /// what differs.
+    public static func divergence(_ input: [UInt8], kind: HeadParser.Kind) -> String? {
+        let ours = headPath(input, kind: kind)
+        let theirs = nio(input, kind: kind)
+        for (index, message) in ours.messages.enumerated() {
+            guard index < theirs.messages.count else {
+                return "the head path read message \(index + 1) (\(message)); NIO did not (\(theirs.stop))"
+            }
+            let other = theirs.messages[index]
+            guard message.sameHead(as: other) else {
+                return "message \(index + 1): the head path read \(message), NIO \(other)"
+            }
+            if let body = message.bodyBytes, other.bodyBytes != body {
+                return "message \(index + 1): the head path read a \(body)-byte body, NIO \(other.bodyBytes.map(String.init) ?? "no end") (\(theirs.stop))"
+            }
+            if message.bodyBytes != nil, message.body != other.body {
+                return "message \(index + 1): the two read different body bytes"
+            }
+        }
+        return nil
+    }
+
+    // MARK: The head path
+
+    public static func headPath(_ input: [UInt8], kind: HeadParser.Kind) -> Reading {
+        let parser = HeadParser(kind: kind, maxFieldBytes: maxFieldBytes, maxFieldCount: maxFieldCount)
+        var reading = Reading()
+        input.withUnsafeBytes { all in
+            var offset = 0
+            while offset < all.count {
+                let bytes = UnsafeRawBufferPointer(rebasing: all[offset...])
+                let head: ParsedHead
+                switch parser.parse(bytes) {
+                case .incomplete:
+                    return
+                case .refused(let refusal):
+                    reading.stop = "refused: \(refusal)"
+                    return
+                case .head(let parsed):
+                    head = parsed
+                }
+                var message = Message(bytes: bytes, head: head, kind: kind)
+                let framing = kind == .request
+                    ? head.requestFraming(in: bytes)
+                    : head.responseFraming(in: bytes, requestHadNoBody: false)
+                switch framing {
+                case .failure(let refusal):
+                    reading.stop = "refused: \(refusal.reason)"
+                    return
+                case .success(.none):
+                    // NIO reads no end for an informational response: the final one follows.
+                    let informational = kind == .response && head.status < 200
+                    message.bodyBytes = informational ? nil : 0
+                    reading.messages.append(message)
+                    offset += head.length
+                    if !head.persists(in: bytes) {
+                        reading.stop = "the connection ends"
+                        return
+                    }
+                case .success(.length(let length)):
+                    guard UInt64(all.count - offset - head.length) >= length else {
+                        reading.messages.append(message)
+                        return
+                    }
+                    message.bodyBytes = Int(length)
+                    message.body = Array(bytes[head.length..<head.length + Int(length)])
+                    reading.messages.append(message)
+                    offset += head.length + Int(length)
+                    if !head.persists(in: bytes) {
+                        reading.stop = "the connection ends"
+                        return
+                    }
+                case .success(.chunked):
+                    var chunked = ChunkedBody()
+                    let rest = UnsafeRawBufferPointer(rebasing: bytes[head.length...])
+                    let outcome: ChunkedBody.Outcome
+                    do {
+                        outcome = try chunked.read(rest) { message.body += rest[$0.start..<$0.end] }
+                    } catch {
+                        reading.messages.append(message)
+                        reading.stop = "refused: \(error)"
+                        return
+                    }
+                    guard case .ended(let consumed) = outcome else {
+                        reading.messages.append(message)
+                        return
+                    }
+                    message.bodyBytes = message.body.count
+                    reading.messages.append(message)
+                    offset += head.length + consumed
+                    if !head.persists(in: bytes) {
+                        reading.stop = "the connection ends"
+                        return
+                    }
+                case .success(let other):
+                    reading.messages.append(message)
+                    reading.stop = "does not follow \(other)"
+                    return
+                }
+            }
+        }
+        return reading
+    }
+
+    // MARK: NIO
+
+    public static func nio(_ input: [UInt8], kind: HeadParser.Kind) -> Reading {
+        var limits = NIOHTTPDecoderLimitConfiguration()
+        limits.maxHeaderListSize = maxFieldBytes
+        limits.maxHeaderFieldSize = maxFieldBytes
+        limits.maxHeaderFieldCount = maxFieldCount
+        let channel = EmbeddedChannel()
+        defer { _ = try? channel.finish() }
+        var reading = Reading()
+        do {
+            switch kind {
+            case .request:
+                try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(
+                    HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes, informationalResponseStrategy: .drop, limitConfiguration: limits)))
+            case .response:
+                try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(
+                    HTTPResponseDecoder(leftOverBytesStrategy: .dropBytes, informationalResponseStrategy: .forward, limitConfiguration: limits)))
+                // The decoder pairs each response with a request it saw go out.
+                for _ in 0..<64 {
+                    try channel.writeOutbound(HTTPClientRequestPart.head(.init(version: .http1_1, method: .GET, uri: "/")))
+                }
+            }
+        } catch {
+            reading.stop = "could not set up: \(error)"
+            return reading
+        }
+        do {
+            try channel.writeInbound(ByteBuffer(bytes: input))
+        } catch {
+            reading.stop = "refused: \(error)"
+        }
+        var bodySoFar = 0
+        switch kind {
+        case .request:
+            while let part = try? channel.readInbound(as: HTTPServerRequestPart.self) {
+                switch part {
+                case .head(let head):
+                    reading.messages.append(Message(method: head.method.rawValue, target: head.uri, minorVersion: head.version.minor,
+                                                    fields: head.headers.map { [$0.name, $0.value] }))
+                    bodySoFar = 0
+                case .body(let body):
+                    bodySoFar += body.readableBytes
+                    reading.messages[reading.messages.count - 1].body += body.readableBytesView
+                case .end:
+                    reading.messages[reading.messages.count - 1].bodyBytes = bodySoFar
+                }
+            }
+        case .response:
+            while let part = try? channel.readInbound(as: HTTPClientResponsePart.self) {
+                switch part {
+                case .head(let head):
+                    reading.messages.append(Message(status: Int(head.status.code), minorVersion: head.version.minor,
+                                                    fields: head.headers.map { [$0.name, $0.value] }))
+                    bodySoFar = 0
+                case .body(let body):
+                    bodySoFar += body.readableBytes
+                    reading.messages[reading.messages.count - 1].body += body.readableBytesView
+                case .end:
+                    reading.messages[reading.messages.count - 1].bodyBytes = bodySoFar
+                }
+            }
+        }
+        return reading
+    }
+}
+
+extension HTTP1Differential.Message {
+    init(bytes: UnsafeRawBufferPointer, head: ParsedHead, kind: HeadParser.Kind) {
+        func text(_ span: ByteSpan) -> String {
+            String(decoding: UnsafeRawBufferPointer(rebasing: bytes[span.start..<span.end]), as: UTF8.self)
+        }
+        self.init()
+        minorVersion = head.minorVersion
+        switch kind {
+        case .request:
+            method = text(head.method)
+            target = text(head.target)
+        case .response:
+            status = head.status
+        }
+        fields = head.fields.map { [text($0.name), text($0.value)] }
+    }
+}
