@@ -27,6 +27,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOTLS
+import PinproxyHTTP1
 import PinproxyTLS
 
 @main
@@ -50,6 +51,9 @@ struct Floor: ParsableCommand {
     @Flag(help: "As --splice, but cut at each head and copy it on without its Connection field (FloorRawHeads.swift).")
     var rawHeads = false
 
+    @Flag(help: "As --raw-heads, but each head read by pinproxy's HeadParser and written from its spans (FloorRawHeads.swift).")
+    var parsedHeads = false
+
     func run() throws {
         let ca = try CertificateAuthority.create(commonName: "pinproxy-floor CA")
         try ca.certificate.pemString.write(toFile: caOut, atomically: true, encoding: .utf8)
@@ -66,7 +70,7 @@ struct Floor: ParsableCommand {
             upstreamH2: try TLSContext(configuration: upstreamH2),
             ca: ca,
             idle: idle,
-            http1: rawHeads ? .rawHeads : splice ? .splice : .codec)
+            http1: parsedHeads ? .parsedHeads : rawHeads ? .rawHeads : splice ? .splice : .codec)
 
         let server = try ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
@@ -115,6 +119,17 @@ enum HTTP1Path {
     case splice
     /// `--raw-heads`: spliced, each head copied on without `Connection` (`RawHeads`).
     case rawHeads
+    /// `--parsed-heads`: as `rawHeads`, each head read by `HeadParser` first.
+    case parsedHeads
+
+    /// What one direction's bytes go through: nil, spliced as they are.
+    func heads(_ kind: HeadParser.Kind) -> RawHeads? {
+        switch self {
+        case .codec, .splice: return nil
+        case .rawHeads: return RawHeads()
+        case .parsedHeads: return RawHeads(parsing: kind)
+        }
+    }
 }
 
 /// Answers a CONNECT with 200, then swaps the listener's HTTP layers for TLS

@@ -23,7 +23,7 @@ final class SpliceForwarder: ChannelInboundHandler {
     init(target: (host: String, port: Int), contexts: Contexts) {
         self.target = target
         self.contexts = contexts
-        heads = contexts.http1 == .rawHeads ? RawHeads() : nil
+        heads = contexts.http1.heads(.request)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -59,9 +59,9 @@ final class SpliceForwarder: ChannelInboundHandler {
 
     private func dial(context: ChannelHandlerContext) {
         let app = NIOLoopBound(context, eventLoop: context.eventLoop)
-        let rawHeads = contexts.http1 == .rawHeads
+        let heads = contexts.http1.heads(.response)
         FloorDial.connect(target, tls: contexts.upstream, on: context.eventLoop) { sync in
-            try sync.addHandler(SpliceBackward(app: app.value, rawHeads: rawHeads))
+            try sync.addHandler(SpliceBackward(app: app.value, heads: heads))
         }.assumeIsolated().whenComplete { result in
             self.upstream.dialled(result, app: context)
         }
@@ -76,9 +76,9 @@ final class SpliceBackward: ChannelInboundHandler {
     private let app: ChannelHandlerContext
     private var heads: RawHeads?
 
-    init(app: ChannelHandlerContext, rawHeads: Bool) {
+    init(app: ChannelHandlerContext, heads: RawHeads?) {
         self.app = app
-        heads = rawHeads ? RawHeads() : nil
+        self.heads = heads
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
