@@ -121,6 +121,7 @@ private struct HeadReader {
             head.fields.append(try readFieldLine())
         }
         try expectLineEnd()
+        head.countedBytes = counted
         return head
     }
 
@@ -213,7 +214,8 @@ private struct HeadReader {
             throw bytes[index] == 0x0A ? .bareLineEnd : .badFieldValue
         }
         let value = ByteSpan(start: valueStart, count: valueEnd - valueStart)
-        try count(value.count)
+        // NIO counts a value with its trailing whitespace: so does the limit here.
+        try count(index - valueStart)
         try expectLineEnd()
         return FieldSpan(name: name, value: value)
     }

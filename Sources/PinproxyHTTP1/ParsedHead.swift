@@ -37,6 +37,9 @@ public struct ParsedHead: Equatable, Sendable {
     public var reason: ByteSpan
     /// The field lines, in the order they came.
     public var fields: [FieldSpan]
+    /// The bytes the parser's limit counted (target, names, values), which
+    /// the message's trailers count on from.
+    public var countedBytes: Int = 0
 }
 
 /// Why a head was refused. Each is a head NIO's HTTP/1 decoder would also

@@ -35,22 +35,64 @@ import Testing
         #expect(end == nil)
     }
 
+    @Test func extensionsAreReadOverAndTrailersKept() throws {
+        let text = "5;name\r\nhello\r\n3;a=b;c=\"d e\"\r\nabc\r\n0\r\nX-Sum: 1 \r\nX-Other:two\r\n\r\n"
+        var body = ChunkedBody()
+        var data: [UInt8] = []
+        let bytes = Array(text.utf8)
+        let outcome = try bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws -> ChunkedBody.Outcome in
+            try body.read(raw) { data += raw[$0.start..<$0.end] }
+        }
+        #expect(outcome == .ended(consumed: bytes.count))
+        #expect(String(decoding: data, as: UTF8.self) == "helloabc")
+        #expect(body.trailers.map { [String(decoding: $0.name, as: UTF8.self), String(decoding: $0.value, as: UTF8.self)] }
+            == [["X-Sum", "1"], ["X-Other", "two"]])
+    }
+
     @Test(arguments: [
-        ("5;ext=1\r\nhello\r\n0\r\n\r\n", ChunkRefusal.extension),
-        ("5 \r\nhello\r\n0\r\n\r\n", .badSize),
+        ("5 \r\nhello\r\n0\r\n\r\n", ChunkRefusal.badSize),
         (" 5\r\nhello\r\n0\r\n\r\n", .badSize),
         ("0x5\r\nhello\r\n0\r\n\r\n", .badSize),
         ("-1\r\n", .badSize),
         ("\r\n", .badSize),
         ("5\nhello\r\n0\r\n\r\n", .badSize),
+        ("5;\r\nhello\r\n0\r\n\r\n", .badExtension),
+        ("5; a\r\nhello\r\n0\r\n\r\n", .badExtension),
+        ("5;a=\r\nhello\r\n0\r\n\r\n", .badExtension),
+        ("5;a=\"b\\\"c\"\r\nhello\r\n0\r\n\r\n", .badExtension),
+        ("5;a=\"b\"c\r\nhello\r\n0\r\n\r\n", .badExtension),
+        ("5;a\nhello\r\n0\r\n\r\n", .badExtension),
         ("5\r\nhello\n0\r\n\r\n", .bareLineEnd),
         ("5\r\nhelloX\r\n0\r\n\r\n", .bareLineEnd),
-        ("5\r\nhello\r\n0\r\nX-Trailer: a\r\n\r\n", .trailers),
-        ("5\r\nhello\r\n0\r\n\n", .trailers),
+        ("5\r\nhello\r\n0\r\nX-T : a\r\n\r\n", .badTrailer),
+        ("5\r\nhello\r\n0\r\n X-T: a\r\n\r\n", .badTrailer),
+        ("5\r\nhello\r\n0\r\nX-T: a\u{01}\r\n\r\n", .badTrailer),
+        ("5\r\nhello\r\n0\r\nX-T: a\nY: b\r\n\r\n", .badTrailer),
+        ("5\r\nhello\r\n0\r\n\n", .badTrailer),
         ("10000000000000000\r\n", .sizeTooLarge),
     ])
     func aBodyTwoParsersCouldReadDifferentlyIsRefused(text: String, refusal: ChunkRefusal) {
         #expect(throws: refusal) { _ = try read(text) }
+    }
+
+    @Test func trailersCountAgainstWhatTheHeadLeftOfItsLimits() throws {
+        let parser = HeadParser(kind: .request, maxFieldBytes: 20, maxFieldCount: 2)
+        let headBytes = Array("POST / HTTP/1.1\r\nA: 12345\r\n\r\n".utf8)
+        let head = try headBytes.withUnsafeBytes { raw throws -> ParsedHead in
+            guard case .head(let head) = parser.parse(raw) else { throw ChunkRefusal.badSize }
+            return head
+        }
+        #expect(head.countedBytes == 7)  // "/", "A", "12345"
+        func readAfterHead(_ text: String) throws {
+            var body = ChunkedBody(after: head, limits: parser)
+            _ = try Array(text.utf8).withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws -> ChunkedBody.Outcome in try body.read(raw) { _ in } }
+        }
+        // 13 bytes left, one field: "B" + "123456789012" fits, one byte more or a second field does not.
+        try readAfterHead("0\r\nB: 123456789012\r\n\r\n")
+        #expect(throws: ChunkRefusal.trailersTooLong) { try readAfterHead("0\r\nB: 1234567890123\r\n\r\n") }
+        #expect(throws: ChunkRefusal.trailersTooLong) { try readAfterHead("0\r\nB: 1\r\nC: 2\r\n\r\n") }
+        // Trailing whitespace counts, as NIO counts it.
+        #expect(throws: ChunkRefusal.trailersTooLong) { try readAfterHead("0\r\nB: 12345678901 \t\r\n\r\n") }
     }
 
     @Test func theLargestSizeIsSixteenHexDigits() throws {

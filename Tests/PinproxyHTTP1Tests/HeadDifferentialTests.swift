@@ -85,6 +85,37 @@ import Testing
         #expect(HTTP1Differential.divergence(Array(request.utf8), kind: .request) == nil)
     }
 
+    /// Heads and trailers around NIO's limits (32 fields, 2,048 bytes of
+    /// target, names and values for head and trailers together): the head
+    /// path refuses exactly where NIO does, not earlier and not later.
+    @Test func theLimitsAreCountedAsNIOCountsThem() {
+        for fields in [30, 31, 32, 33] {
+            for trailers in [0, 1, 2] {
+                for padding in [0, 1, 2] {
+                    let lines = (0..<fields).map { "F\($0): v" }.joined(separator: "\r\n")
+                    let trailerLines = (0..<trailers).map { "T\($0): w" + String(repeating: " ", count: padding) + "\r\n" }.joined()
+                    let input = Array("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\(lines)\r\n\r\n1\r\nx\r\n0\r\n\(trailerLines)\r\n".utf8)
+                    check(input, "\(fields) fields, \(trailers) trailers")
+                }
+            }
+        }
+        // The byte limit: one long value, its trailing whitespace counted.
+        for length in 2030...2050 {
+            for padding in ["", " ", "\t "] {
+                check(Array("GET / HTTP/1.1\r\nX: \(String(repeating: "a", count: length - 3))\(padding)\r\n\r\n".utf8), "length \(length)\(padding.debugDescription)")
+            }
+        }
+    }
+
+    /// Both read `input` alike, and the head path reads all NIO reads.
+    func check(_ input: [UInt8], _ label: String) {
+        #expect(HTTP1Differential.divergence(input, kind: .request) == nil, "\(label)")
+        let ours = HTTP1Differential.headPath(input, kind: .request)
+        let theirs = HTTP1Differential.nio(input, kind: .request)
+        #expect(ours.messages.filter { $0.bodyBytes != nil }.count == theirs.messages.filter { $0.bodyBytes != nil }.count,
+                "\(label): the head path \(ours.stop), NIO \(theirs.stop)")
+    }
+
     /// The seeds mutated 10,000 times at bytes where parsers differ.
     @Test(arguments: [HeadParser.Kind.request, .response])
     func mutationsAreRefusedOrReadTheSame(kind: HeadParser.Kind) {

@@ -26,16 +26,15 @@ public enum HTTP1Differential {
         public var bodyBytes: Int?
         /// The body's bytes as read so far.
         public var body: [UInt8] = []
+        /// A chunked body's trailer fields, once its end was read.
+        public var trailers: [[String]] = []
 
         /// Values compare without trailing whitespace: NIO keeps it (llhttp
         /// drops only the leading), the head path drops it as RFC 9110 §5.5
         /// says; the value means the same to both.
         func sameHead(as other: Message) -> Bool {
-            func trimmed(_ fields: [[String]]) -> [[String]] {
-                fields.map { [$0[0], String($0[1].reversed().drop { $0 == " " || $0 == "\t" }.reversed())] }
-            }
-            return method == other.method && target == other.target && status == other.status
-                && minorVersion == other.minorVersion && trimmed(fields) == trimmed(other.fields)
+            method == other.method && target == other.target && status == other.status
+                && minorVersion == other.minorVersion && HTTP1Differential.trimmed(fields) == HTTP1Differential.trimmed(other.fields)
         }
 
         public var description: String {
@@ -70,8 +69,15 @@ public enum HTTP1Differential {
             if message.bodyBytes != nil, message.body != other.body {
                 return "message \(index + 1): the two read different body bytes"
             }
+            if message.bodyBytes != nil, Self.trimmed(message.trailers) != Self.trimmed(other.trailers) {
+                return "message \(index + 1): the head path read trailers \(message.trailers), NIO \(other.trailers)"
+            }
         }
         return nil
+    }
+
+    static func trimmed(_ fields: [[String]]) -> [[String]] {
+        fields.map { [$0[0], String($0[1].reversed().drop { $0 == " " || $0 == "\t" }.reversed())] }
     }
 
     // MARK: The head path
@@ -125,7 +131,7 @@ public enum HTTP1Differential {
                         return
                     }
                 case .success(.chunked):
-                    var chunked = ChunkedBody()
+                    var chunked = ChunkedBody(after: head, limits: parser)
                     let rest = UnsafeRawBufferPointer(rebasing: bytes[head.length...])
                     let outcome: ChunkedBody.Outcome
                     do {
@@ -140,6 +146,9 @@ public enum HTTP1Differential {
                         return
                     }
                     message.bodyBytes = message.body.count
+                    message.trailers = chunked.trailers.map {
+                        [String(decoding: $0.name, as: UTF8.self), String(decoding: $0.value, as: UTF8.self)]
+                    }
                     reading.messages.append(message)
                     offset += head.length + consumed
                     if !head.persists(in: bytes) {
@@ -200,8 +209,9 @@ public enum HTTP1Differential {
                 case .body(let body):
                     bodySoFar += body.readableBytes
                     reading.messages[reading.messages.count - 1].body += body.readableBytesView
-                case .end:
+                case .end(let trailers):
                     reading.messages[reading.messages.count - 1].bodyBytes = bodySoFar
+                    reading.messages[reading.messages.count - 1].trailers = trailers.map { $0.map { [$0.name, $0.value] } } ?? []
                 }
             }
         case .response:
@@ -214,8 +224,9 @@ public enum HTTP1Differential {
                 case .body(let body):
                     bodySoFar += body.readableBytes
                     reading.messages[reading.messages.count - 1].body += body.readableBytesView
-                case .end:
+                case .end(let trailers):
                     reading.messages[reading.messages.count - 1].bodyBytes = bodySoFar
+                    reading.messages[reading.messages.count - 1].trailers = trailers.map { $0.map { [$0.name, $0.value] } } ?? []
                 }
             }
         }
