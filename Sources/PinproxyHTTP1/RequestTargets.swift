@@ -7,7 +7,7 @@
 enum RequestTargets {
     static func isValid(_ target: UnsafeRawBufferPointer, connect: Bool) -> Bool {
         guard let first = target.first else { return false }
-        if connect { return hostEnd(target, from: 0) == target.count && target.contains(UInt8(ascii: ":")) }
+        if connect { return isAuthority(target) }
         switch first {
         case UInt8(ascii: "/"):
             return true  // every byte is already `ByteClass.target`'s
@@ -29,6 +29,14 @@ enum RequestTargets {
         let end = hostEnd(target, from: index + 3)
         guard end > index + 3 else { return false }
         return end == target.count || target[end] == UInt8(ascii: "/") || target[end] == UInt8(ascii: "?")
+    }
+
+    /// `host:port`, a port of one to five digits.
+    private static func isAuthority(_ target: UnsafeRawBufferPointer) -> Bool {
+        guard hostEnd(target, from: 0) == target.count,
+              let colon = target.lastIndex(of: UInt8(ascii: ":")), colon > 0 else { return false }
+        let port = target[(colon + 1)...]
+        return (1...5).contains(port.count) && port.allSatisfy { (0x30...0x39).contains($0) }
     }
 
     /// Where a host (and port) that starts at `start` ends.

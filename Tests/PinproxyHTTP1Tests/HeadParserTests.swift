@@ -110,7 +110,10 @@ import Testing
 
     @Test func knowsEveryMethodNIOKnowsAndNoOther() {
         #expect(readHead("CONNECT a.test:443 HTTP/1.1\r\n\r\n") != nil)
-        #expect(parse("CONNECT / HTTP/1.1\r\n\r\n") == .refused(.badTarget))
+        #expect(readHead("CONNECT [::1]:8443 HTTP/1.1\r\n\r\n") != nil)
+        for target in ["/", ":443", "a.test", "a.test:", "a.test:123456", "a.test:44x", "a/b:443"] {
+            #expect(parse("CONNECT \(target) HTTP/1.1\r\n\r\n") == .refused(.badTarget), "\(target)")
+        }
         for method in ["DELETE", "GET", "HEAD", "POST", "PUT", "OPTIONS", "TRACE", "PATCH", "M-SEARCH", "QUERY", "PROPFIND"] {
             #expect(readHead("\(method) / HTTP/1.1\r\n\r\n") != nil, "\(method)")
         }
