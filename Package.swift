@@ -194,6 +194,17 @@ let package = Package(
             ],
             path: "Benchmarks/ForwardingFloor"
         ),
+        // bench/heads.sh: one HTTP/1 head read by NIO's decoder and by HeadParser.
+        .executableTarget(
+            name: "pinproxy-headbench",
+            dependencies: [
+                "PinproxyHTTP1",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Benchmarks/HeadBench"
+        ),
         // bench/store.sh: the session store's token-call counts and read latency,
         // driving the real binary, PostgreSQL and the mock accounts of the test support.
         .executableTarget(
