@@ -48,12 +48,33 @@ public enum HTTP1Differential {
     public struct Reading: Sendable {
         public var messages: [Message] = []
         public var stop = "end of input"
+
+        mutating func take(_ event: MessageReader.Event, in bytes: UnsafeRawBufferPointer, kind: HeadParser.Kind) {
+            switch event {
+            case .head(let head, let at, _):
+                messages.append(Message(bytes: UnsafeRawBufferPointer(rebasing: bytes[at...]), head: head, kind: kind))
+            case .body(let span):
+                messages[messages.count - 1].body += bytes[span.start..<span.end]
+            case .end(let trailers):
+                messages[messages.count - 1].bodyBytes = messages[messages.count - 1].body.count
+                messages[messages.count - 1].trailers = trailers.map {
+                    [String(decoding: $0.name, as: UTF8.self), String(decoding: $0.value, as: UTF8.self)]
+                }
+            }
+        }
     }
 
     /// nil when the head path's reading of `input` agrees with NIO's; else
     /// what differs.
     public static func divergence(_ input: [UInt8], kind: HeadParser.Kind) -> String? {
         let ours = headPath(input, kind: kind)
+        // The same bytes in small reads must read the same: the reader keeps
+        // its place in a head, a body and a chunk across reads.
+        let readSize = 1 + input.count % 7
+        let inPieces = headPath(input, kind: kind, readSize: readSize)
+        guard inPieces.messages == ours.messages, inPieces.stop.hasPrefix("refused") == ours.stop.hasPrefix("refused") else {
+            return "read in \(readSize)-byte reads, the head path read \(inPieces.messages) (\(inPieces.stop)); whole, \(ours.messages) (\(ours.stop))"
+        }
         let theirs = nio(input, kind: kind)
         for (index, message) in ours.messages.enumerated() {
             guard index < theirs.messages.count else {
@@ -82,84 +103,32 @@ public enum HTTP1Differential {
 
     // MARK: The head path
 
-    public static func headPath(_ input: [UInt8], kind: HeadParser.Kind) -> Reading {
-        let parser = HeadParser(kind: kind, maxFieldBytes: maxFieldBytes, maxFieldCount: maxFieldCount)
+    /// The head path's reading (`MessageReader`), the input given in reads
+    /// of `readSize` bytes, the bytes not consumed given again with the next.
+    public static func headPath(_ input: [UInt8], kind: HeadParser.Kind, readSize: Int = .max) -> Reading {
+        var reader = MessageReader(parser: HeadParser(kind: kind, maxFieldBytes: maxFieldBytes, maxFieldCount: maxFieldCount))
+        if kind == .response {
+            for _ in 0..<64 { reader.requestSent(expectingNoBody: false) }
+        }
         var reading = Reading()
-        input.withUnsafeBytes { all in
-            var offset = 0
-            while offset < all.count {
-                let bytes = UnsafeRawBufferPointer(rebasing: all[offset...])
-                let head: ParsedHead
-                switch parser.parse(bytes) {
-                case .incomplete:
-                    return
-                case .refused(let refusal):
-                    reading.stop = "refused: \(refusal)"
-                    return
-                case .head(let parsed):
-                    head = parsed
+        var pending: [UInt8] = []
+        var start = 0
+        while start < input.count {
+            let end = start + min(readSize, input.count - start)
+            pending += input[start..<end]
+            start = end
+            do {
+                let consumed = try pending.withUnsafeBytes { bytes throws(MessageRefusal) -> Int in
+                    try reader.read(bytes) { event in reading.take(event, in: bytes, kind: kind) }
                 }
-                var message = Message(bytes: bytes, head: head, kind: kind)
-                let framing = kind == .request
-                    ? head.requestFraming(in: bytes)
-                    : head.responseFraming(in: bytes, requestHadNoBody: false)
-                switch framing {
-                case .failure(let refusal):
-                    reading.stop = "refused: \(refusal.reason)"
-                    return
-                case .success(.none):
-                    // NIO reads no end for an informational response: the final one follows.
-                    let informational = kind == .response && head.status < 200
-                    message.bodyBytes = informational ? nil : 0
-                    reading.messages.append(message)
-                    offset += head.length
-                    if !head.persists(in: bytes) {
-                        reading.stop = "the connection ends"
-                        return
-                    }
-                case .success(.length(let length)):
-                    guard UInt64(all.count - offset - head.length) >= length else {
-                        reading.messages.append(message)
-                        return
-                    }
-                    message.bodyBytes = Int(length)
-                    message.body = Array(bytes[head.length..<head.length + Int(length)])
-                    reading.messages.append(message)
-                    offset += head.length + Int(length)
-                    if !head.persists(in: bytes) {
-                        reading.stop = "the connection ends"
-                        return
-                    }
-                case .success(.chunked):
-                    var chunked = ChunkedBody(after: head, limits: parser)
-                    let rest = UnsafeRawBufferPointer(rebasing: bytes[head.length...])
-                    let outcome: ChunkedBody.Outcome
-                    do {
-                        outcome = try chunked.read(rest) { message.body += rest[$0.start..<$0.end] }
-                    } catch {
-                        reading.messages.append(message)
-                        reading.stop = "refused: \(error)"
-                        return
-                    }
-                    guard case .ended(let consumed) = outcome else {
-                        reading.messages.append(message)
-                        return
-                    }
-                    message.bodyBytes = message.body.count
-                    message.trailers = chunked.trailers.map {
-                        [String(decoding: $0.name, as: UTF8.self), String(decoding: $0.value, as: UTF8.self)]
-                    }
-                    reading.messages.append(message)
-                    offset += head.length + consumed
-                    if !head.persists(in: bytes) {
-                        reading.stop = "the connection ends"
-                        return
-                    }
-                case .success(let other):
-                    reading.messages.append(message)
-                    reading.stop = "does not follow \(other)"
-                    return
-                }
+                pending.removeFirst(consumed)
+            } catch {
+                reading.stop = "refused: \(error)"
+                return reading
+            }
+            if reader.hasSwitchedProtocol {
+                reading.stop = "left HTTP/1"
+                return reading
             }
         }
         return reading
