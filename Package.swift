@@ -59,6 +59,16 @@ let package = Package(
         // HTTP/1 message heads read from their bytes, as spans, and the framing
         // of the body after them: pure, no NIO (the head path of issue 33).
         .target(name: "PinproxyHTTP1"),
+        // The head path in NIO's HTTP/1 decoder's place: the same parts from
+        // MessageReader's reading (HeadPathDecoder).
+        .target(
+            name: "PinproxyHTTP1NIO",
+            dependencies: [
+                "PinproxyHTTP1",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
         // Config model, YAML loading with marks, validation, host matching, pin
         // evaluation (pure, clock injected), compiled snapshots and reload.
         .target(
@@ -185,6 +195,7 @@ let package = Package(
             dependencies: [
                 "PinproxyTLS",
                 "PinproxyHTTP1",
+                "PinproxyHTTP1NIO",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -225,6 +236,7 @@ let package = Package(
             dependencies: [
                 "PinproxyTLS",
                 "PinproxyHTTP1",
+                "PinproxyHTTP1NIO",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -135,8 +135,10 @@ public struct MessageReader: Sendable {
             }
             do { framing = try head.responseFraming(in: bytes, requestHadNoBody: noBody).get() } catch { throw .framing(error) }
             if informational {
+                // It ends its connection as any message does (NIO refuses
+                // what follows an HTTP/1.0 `100` without keep-alive).
                 emit(.head(head, at: offset, framing: .none))
-                state = .head(searchedTo: 0)
+                state = head.persists(in: bytes) ? .head(searchedTo: 0) : .closed
                 return
             }
         }

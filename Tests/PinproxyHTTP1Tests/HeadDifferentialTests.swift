@@ -116,7 +116,7 @@ import Testing
                 "\(label): the head path \(ours.stop), NIO \(theirs.stop)")
     }
 
-    /// The seeds mutated 10,000 times at bytes where parsers differ.
+    /// The seeds mutated 5,000 times at bytes where parsers differ.
     @Test(arguments: [HeadParser.Kind.request, .response])
     func mutationsAreRefusedOrReadTheSame(kind: HeadParser.Kind) {
         let seeds = (kind == .request ? Self.clientRequests + Self.smugglingShapes : Self.serverResponses)
@@ -124,7 +124,7 @@ import Testing
         var random = SplitMix(seed: kind == .request ? 33 : 34)
         var divergences: [String] = []
         var agreed = 0
-        for round in 0..<10_000 {
+        for round in 0..<5_000 {
             let input = Mutation.apply(to: seeds[round % seeds.count], random: &random)
             if let divergence = HTTP1Differential.divergence(input, kind: kind) {
                 divergences.append("\(String(decoding: input, as: UTF8.self).debugDescription): \(divergence)")
@@ -135,7 +135,7 @@ import Testing
         }
         #expect(divergences.isEmpty, "\(divergences.joined(separator: "\n"))")
         // The mutations must leave most inputs readable, or the check proves little.
-        #expect(agreed > 2_000, "only \(agreed) mutated inputs were read at all")
+        #expect(agreed > 1_000, "only \(agreed) mutated inputs were read at all")
     }
 }
 

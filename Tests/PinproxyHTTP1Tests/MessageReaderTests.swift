@@ -85,6 +85,11 @@ import Testing
         })
         #expect(trace.events == ["head 100 none", "head 200 none", "end", "head 200 length(2)", "body ok", "end"])
         #expect(throws: MessageRefusal.unsolicitedResponse) { _ = try self.trace("HTTP/1.1 200 OK\r\n\r\n", kind: .response) }
+        // An informational answer ends its connection as any message does
+        // (found by the `head` fuzz target: an HTTP/1.0 `100`, then more).
+        #expect(throws: MessageRefusal.afterLastMessage) {
+            _ = try self.trace("HTTP/1.0 100 Continue\r\n\r\nHTTP/1.1 199 X\r\n\r\n", kind: .response, setUp: { $0.requestSent(expectingNoBody: false) })
+        }
     }
 
     @Test func aResponseReadToItsCloseEndsThereAndOneCutOffIsRefused() throws {

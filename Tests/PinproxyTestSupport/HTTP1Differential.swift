@@ -2,6 +2,7 @@ import NIOCore
 import NIOEmbedded
 import NIOHTTP1
 import PinproxyHTTP1
+import PinproxyHTTP1NIO
 
 /// The same bytes read by NIO's HTTP/1 decoder and by pinproxy's head path
 /// (`HeadParser` and `BodyFraming`), message by message. The head path may
@@ -75,6 +76,11 @@ public enum HTTP1Differential {
         guard inPieces.messages == ours.messages, inPieces.stop.hasPrefix("refused") == ours.stop.hasPrefix("refused") else {
             return "read in \(readSize)-byte reads, the head path read \(inPieces.messages) (\(inPieces.stop)); whole, \(ours.messages) (\(ours.stop))"
         }
+        // In NIO's decoder's place, in a channel, the head path hands on the same.
+        let decoded = headPathDecoder(input, kind: kind, readSize: readSize)
+        guard decoded.messages == ours.messages, decoded.stop.hasPrefix("refused") == ours.stop.hasPrefix("refused") else {
+            return "HeadPathDecoder handed on \(decoded.messages) (\(decoded.stop)); MessageReader read \(ours.messages) (\(ours.stop))"
+        }
         let theirs = nio(input, kind: kind)
         for (index, message) in ours.messages.enumerated() {
             guard index < theirs.messages.count else {
@@ -141,18 +147,41 @@ public enum HTTP1Differential {
         limits.maxHeaderListSize = maxFieldBytes
         limits.maxHeaderFieldSize = maxFieldBytes
         limits.maxHeaderFieldCount = maxFieldCount
+        switch kind {
+        case .request:
+            return read(input, through: ByteToMessageHandler(
+                HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes, informationalResponseStrategy: .drop, limitConfiguration: limits)), kind: kind)
+        case .response:
+            return read(input, through: ByteToMessageHandler(
+                HTTPResponseDecoder(leftOverBytesStrategy: .dropBytes, informationalResponseStrategy: .forward, limitConfiguration: limits)), kind: kind)
+        }
+    }
+
+    // MARK: The head path's decoder
+
+    /// `HeadPathDecoder` in a channel, as NIO's decoder is, the input in
+    /// reads of `readSize` bytes.
+    public static func headPathDecoder(_ input: [UInt8], kind: HeadParser.Kind, readSize: Int = .max) -> Reading {
+        switch kind {
+        case .request:
+            return read(input, through: ByteToMessageHandler(
+                HeadPathDecoder<HTTPRequestHead>(maxFieldBytes: maxFieldBytes, maxFieldCount: maxFieldCount)), kind: kind, readSize: readSize)
+        case .response:
+            return read(input, through: ByteToMessageHandler(
+                HeadPathDecoder<HTTPResponseHead>(maxFieldBytes: maxFieldBytes, maxFieldCount: maxFieldCount, dropsInformational: false)),
+                kind: kind, readSize: readSize)
+        }
+    }
+
+    /// The parts `decoder` hands on for `input`, as messages.
+    static func read(_ input: [UInt8], through decoder: some ChannelHandler, kind: HeadParser.Kind, readSize: Int = .max) -> Reading {
         let channel = EmbeddedChannel()
         defer { _ = try? channel.finish() }
         var reading = Reading()
         do {
-            switch kind {
-            case .request:
-                try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(
-                    HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes, informationalResponseStrategy: .drop, limitConfiguration: limits)))
-            case .response:
-                try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(
-                    HTTPResponseDecoder(leftOverBytesStrategy: .dropBytes, informationalResponseStrategy: .forward, limitConfiguration: limits)))
-                // The decoder pairs each response with a request it saw go out.
+            try channel.pipeline.syncOperations.addHandler(decoder)
+            if kind == .response {
+                // A response decoder pairs each response with a request it saw go out.
                 for _ in 0..<64 {
                     try channel.writeOutbound(HTTPClientRequestPart.head(.init(version: .http1_1, method: .GET, uri: "/")))
                 }
@@ -161,10 +190,16 @@ public enum HTTP1Differential {
             reading.stop = "could not set up: \(error)"
             return reading
         }
-        do {
-            try channel.writeInbound(ByteBuffer(bytes: input))
-        } catch {
-            reading.stop = "refused: \(error)"
+        var start = 0
+        while start < input.count {
+            let end = start + min(readSize, input.count - start)
+            do {
+                try channel.writeInbound(ByteBuffer(bytes: input[start..<end]))
+            } catch {
+                reading.stop = "refused: \(error)"
+                break
+            }
+            start = end
         }
         var bodySoFar = 0
         switch kind {
