@@ -28,6 +28,7 @@ import NIOHTTP1
 import NIOPosix
 import NIOTLS
 import PinproxyHTTP1
+import PinproxyHTTP1NIO
 import PinproxyTLS
 
 @main
@@ -54,6 +55,9 @@ struct Floor: ParsableCommand {
     @Flag(help: "As --raw-heads, but each head read by pinproxy's HeadParser and written from its spans (FloorRawHeads.swift).")
     var parsedHeads = false
 
+    @Flag(help: "The floor with pinproxy's HeadPathDecoder in place of NIO's HTTP/1 decoders on both legs (NIO's encoders and parts kept).")
+    var headPathDecoders = false
+
     func run() throws {
         let ca = try CertificateAuthority.create(commonName: "pinproxy-floor CA")
         try ca.certificate.pemString.write(toFile: caOut, atomically: true, encoding: .utf8)
@@ -70,7 +74,7 @@ struct Floor: ParsableCommand {
             upstreamH2: try TLSContext(configuration: upstreamH2),
             ca: ca,
             idle: idle,
-            http1: parsedHeads ? .parsedHeads : rawHeads ? .rawHeads : splice ? .splice : .codec)
+            http1: headPathDecoders ? .headPathDecoders : parsedHeads ? .parsedHeads : rawHeads ? .rawHeads : splice ? .splice : .codec)
 
         let server = try ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
@@ -121,14 +125,42 @@ enum HTTP1Path {
     case rawHeads
     /// `--parsed-heads`: as `rawHeads`, each head read by `HeadParser` first.
     case parsedHeads
+    /// `--head-path-decoders`: as `codec`, with `HeadPathDecoder` in place
+    /// of NIO's decoders.
+    case headPathDecoders
+
+    /// Whether parts are forwarded (`Forwarder`), or bytes (`SpliceForwarder`).
+    var forwardsParts: Bool {
+        switch self {
+        case .codec, .headPathDecoders: return true
+        case .splice, .rawHeads, .parsedHeads: return false
+        }
+    }
 
     /// What one direction's bytes go through: nil, spliced as they are.
     func heads(_ kind: HeadParser.Kind) -> RawHeads? {
         switch self {
-        case .codec, .splice: return nil
+        case .codec, .splice, .headPathDecoders: return nil
         case .rawHeads: return RawHeads()
         case .parsedHeads: return RawHeads(parsing: kind)
         }
+    }
+
+    /// The app's leg's HTTP/1 layers: NIO's server codec, or its encoder
+    /// and the head path's decoder.
+    func addServerCodec(_ sync: ChannelPipeline.SynchronousOperations) throws {
+        guard self == .headPathDecoders else {
+            return try sync.configureHTTPServerPipeline(position: .last, withPipeliningAssistance: false, withErrorHandling: false)
+        }
+        try sync.addHandler(HTTPResponseEncoder(), position: .last)
+        try sync.addHandler(ByteToMessageHandler(HeadPathDecoder<HTTPRequestHead>(maxFieldBytes: 65_536, maxFieldCount: 256)), position: .last)
+    }
+
+    /// An upstream connection's HTTP/1 layers, likewise.
+    func addClientCodec(_ sync: ChannelPipeline.SynchronousOperations) throws {
+        guard self == .headPathDecoders else { return try sync.addHTTPClientHandlers() }
+        try sync.addHandler(HTTPRequestEncoder())
+        try sync.addHandler(ByteToMessageHandler(HeadPathDecoder<HTTPResponseHead>(maxFieldBytes: 65_536, maxFieldCount: 256)))
     }
 }
 
@@ -182,11 +214,11 @@ final class ConnectAnswer: ChannelInboundHandler, RemovableChannelHandler {
             channel.eventLoop.makeCompletedFuture {
                 if case .negotiated("h2") = result {
                     try FloorHTTP2.configure(channel, target: target, contexts: contexts)
-                } else if contexts.http1 != .codec {
+                } else if !contexts.http1.forwardsParts {
                     try channel.pipeline.syncOperations.addHandler(SpliceForwarder(target: target, contexts: contexts), position: .last)
                 } else {
                     let sync = channel.pipeline.syncOperations
-                    try sync.configureHTTPServerPipeline(position: .last, withPipeliningAssistance: false, withErrorHandling: false)
+                    try contexts.http1.addServerCodec(sync)
                     try sync.addHandler(Forwarder(target: target, contexts: contexts), position: .last)
                 }
             }
@@ -280,8 +312,9 @@ final class Forwarder: ChannelInboundHandler {
 
     private func dial(context: ChannelHandlerContext) {
         let app = NIOLoopBound(context, eventLoop: context.eventLoop)
+        let http1 = contexts.http1
         FloorDial.connect(target, tls: contexts.upstream, on: context.eventLoop) { sync in
-            try sync.addHTTPClientHandlers()
+            try http1.addClientCodec(sync)
             try sync.addHandler(Backward(app: app.value))
         }.assumeIsolated().whenComplete { result in
             self.upstream.dialled(result, app: context)
