@@ -32,6 +32,10 @@ enum ByteClass {
     /// horizontal tab and obs-text (0x80–0xFF). No other control character.
     static let text: [Bool] = table { $0 == 0x09 || $0 == 0x20 || (0x21...0x7E).contains($0) || $0 >= 0x80 }
 
+    /// Bytes no head holds anywhere: control characters but tab, CR and
+    /// LF, and DEL.
+    static let forbidden: [Bool] = table { ($0 < 0x20 && $0 != 0x09 && $0 != 0x0D && $0 != 0x0A) || $0 == 0x7F }
+
     private static func table(_ member: (UInt8) -> Bool) -> [Bool] {
         (0...255).map { member(UInt8($0)) }
     }

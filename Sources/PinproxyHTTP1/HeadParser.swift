@@ -49,6 +49,11 @@ public struct HeadParser: Sendable {
     /// first); updated, so the next call looks only at what is new.
     public func parse(_ bytes: UnsafeRawBufferPointer, searchedTo: inout Int) -> Outcome {
         guard let length = Self.endOfHead(bytes, from: searchedTo) else {
+            // Bytes no head can hold are refused as they come, as NIO's
+            // decoder refuses them, not once the head's end or bound is
+            // reached (an upstream that sends garbage and waits is answered
+            // at once, not at its timeout).
+            if let refusal = earlyRefusal(bytes, newFrom: searchedTo) { return .refused(refusal) }
             searchedTo = max(0, bytes.count - 3)
             return bytes.count > maxHeadBytes ? .refused(.tooLarge) : .incomplete
         }
@@ -66,6 +71,32 @@ public struct HeadParser: Sendable {
         var searched = 0
         return parse(bytes, searchedTo: &searched)
     }
+
+    /// Why the start of a head that has not ended cannot be one: a response
+    /// that does not begin `HTTP/`, a request whose method holds a byte no
+    /// method holds, or a control character (but tab, CR and LF) anywhere.
+    /// Only the bytes from `newFrom` on are scanned for those.
+    func earlyRefusal(_ bytes: UnsafeRawBufferPointer, newFrom: Int) -> HeadRefusal? {
+        switch kind {
+        case .response:
+            let prefix = Self.responsePrefix
+            for index in 0..<min(prefix.count, bytes.count) where bytes[index] != prefix[index] {
+                return .badVersion
+            }
+        case .request:
+            // The method so far must be a known method or the start of one.
+            var index = 0
+            while index < min(bytes.count, RequestMethods.longest + 1), bytes[index] != 0x20 { index += 1 }
+            let method = UnsafeRawBufferPointer(rebasing: bytes[0..<index])
+            if index < bytes.count ? !RequestMethods.isKnown(method) : !RequestMethods.isStart(method) { return .unknownMethod }
+        }
+        for index in newFrom..<bytes.count where ByteClass.forbidden[Int(bytes[index])] {
+            return .badFieldValue
+        }
+        return nil
+    }
+
+    private static let responsePrefix = Array("HTTP/".utf8)
 
     /// The length of the head, its closing CRLF CRLF included, if `bytes`
     /// holds its end.

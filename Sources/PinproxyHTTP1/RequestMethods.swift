@@ -20,6 +20,11 @@ enum RequestMethods {
 
     static let longest = known.map(\.count).max()!
 
+    /// Whether `bytes` begin some known method (a method still arriving).
+    static func isStart(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        known.contains { $0.count >= bytes.count && $0.prefix(bytes.count).elementsEqual(bytes) }
+    }
+
     static func isKnown(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard bytes.count <= longest else { return false }
         return byLength[bytes.count].contains { $0.elementsEqual(bytes) }

@@ -46,6 +46,26 @@ import Testing
         #expect(parse("GET / HTTP/1.1\r\nX: " + String(repeating: "a", count: small.maxHeadBytes), small) == .refused(.tooLarge))
     }
 
+    /// As NIO's decoder does, before the head's end: an upstream that sends
+    /// garbage and waits is answered at once, not at its timeout.
+    @Test func bytesNoHeadCanHoldAreRefusedBeforeItsEnd() {
+        #expect(parse("\u{00}\u{01} not http at all", responses) == .refused(.badVersion))
+        #expect(parse("HTTX", responses) == .refused(.badVersion))
+        #expect(parse("HTTP/1.1 200 OK\r\nX: a\u{01}", responses) == .refused(.badFieldValue))
+        #expect(parse("GXT", requests) == .refused(.unknownMethod))
+        #expect(parse("GETS / HTTP/1.1\r\n", requests) == .refused(.unknownMethod))
+        #expect(parse("GET /a\u{7F}", requests) == .refused(.badFieldValue))
+        // A valid head's every prefix is only incomplete.
+        let valid = "M-SEARCH * HTTP/1.1\r\nHost: a\r\nX: caf\u{E9}\t\r\n"
+        for cut in 1...valid.utf8.count {
+            #expect(Array(valid.utf8.prefix(cut)).withUnsafeBytes { requests.parse($0) } == .incomplete, "cut at \(cut)")
+        }
+        let response = "HTTP/1.1 200 OK\r\nServer: t\r\n"
+        for cut in 1...response.utf8.count {
+            #expect(Array(response.utf8.prefix(cut)).withUnsafeBytes { responses.parse($0) } == .incomplete, "cut at \(cut)")
+        }
+    }
+
     @Test func anEndSearchedInPiecesIsFoundOnce() {
         let bytes = Array("GET / HTTP/1.1\r\nHost: a\r\n\r\n".utf8)
         var searched = 0
