@@ -253,3 +253,17 @@ public enum ChunkRefusal: Error, Equatable, Sendable {
     /// head left of its limits.
     case trailersTooLong
 }
+
+extension ChunkRefusal: CustomStringConvertible {
+    public var description: String {
+        switch self {
+        case .badSize: return "a chunk size that is not hex digits"
+        case .sizeTooLarge: return "a chunk size over 2^64"
+        case .badExtension: return "a malformed chunk extension"
+        case .extensionTooLong: return "chunk extensions over \(ChunkedBody.maxExtensionBytes) bytes"
+        case .bareLineEnd: return "a chunk line not ended by CR LF"
+        case .badTrailer: return "a malformed trailer field"
+        case .trailersTooLong: return "trailers over their limit"
+        }
+    }
+}

@@ -150,7 +150,10 @@ public struct MessageReader: Sendable {
         case .length(let length): state = .length(length)
         case .chunked: state = .chunked(ChunkedBody(after: head, limits: parser))
         case .untilClose: state = .untilClose
-        case .switchesProtocol: state = .switched
+        case .switchesProtocol:
+            // NIO's decoder ends the message, then stops: what follows is not HTTP/1.
+            emit(.end(trailers: []))
+            state = .switched
         }
     }
 
@@ -171,4 +174,17 @@ public enum MessageRefusal: Error, Equatable, Sendable {
     case unsolicitedResponse
     /// The connection closed inside a message.
     case cutOff
+}
+
+extension MessageRefusal: CustomStringConvertible {
+    public var description: String {
+        switch self {
+        case .head(let refusal): return "a malformed head: \(refusal)"
+        case .framing(let refusal): return "an ambiguous body: \(refusal.reason)"
+        case .chunked(let refusal): return "a malformed chunked body: \(refusal)"
+        case .afterLastMessage: return "bytes after a message that ended the connection"
+        case .unsolicitedResponse: return "a response to no request"
+        case .cutOff: return "the connection closed inside a message"
+        }
+    }
 }

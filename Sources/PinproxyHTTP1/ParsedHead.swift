@@ -71,3 +71,21 @@ public enum HeadRefusal: Error, Equatable, Sendable {
     /// More field lines than the limit.
     case tooManyFields
 }
+
+extension HeadRefusal: CustomStringConvertible {
+    public var description: String {
+        switch self {
+        case .unknownMethod: return "a method NIO's decoder does not know"
+        case .badTarget: return "a request target that is not origin, absolute, authority or asterisk form of visible ASCII"
+        case .badVersion: return "a version other than HTTP/1.0 or HTTP/1.1"
+        case .badStatus: return "a status code that is not three digits from 100"
+        case .badReason: return "a control character in the reason phrase"
+        case .badFieldName: return "a field name that is empty or not a token (whitespace before the colon among them)"
+        case .badFieldValue: return "a control character in a field value"
+        case .foldedLine: return "a folded field line"
+        case .bareLineEnd: return "a line not ended by CR LF"
+        case .tooLarge: return "a head larger than its limit"
+        case .tooManyFields: return "more field lines than the limit"
+        }
+    }
+}

@@ -85,6 +85,21 @@ import Testing
         #expect(HTTP1Differential.divergence(Array(request.utf8), kind: .request) == nil)
     }
 
+    /// Where the head path refuses what NIO's decoder reads
+    /// (docs/contract.md §10 lists these): a status below 100, a control
+    /// character in the reason phrase, an escape in a chunk extension.
+    @Test(arguments: [
+        "HTTP/1.1 099 Low\r\nContent-Length: 2\r\n\r\nok",
+        "HTTP/1.1 200 O\u{01}K\r\nContent-Length: 2\r\n\r\nok",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;a=\"b\\\"c\"\r\nok\r\n0\r\n\r\n",
+    ])
+    func whereTheHeadPathIsStricterThanNIO(response: String) {
+        let bytes = Array(response.utf8)
+        let theirs = HTTP1Differential.nio(bytes, kind: .response)
+        #expect(theirs.messages.first?.bodyBytes == 2, "NIO reads it: \(theirs.stop)")
+        #expect(HTTP1Differential.headPath(bytes, kind: .response).stop.hasPrefix("refused"))
+    }
+
     /// Heads and trailers around NIO's limits (32 fields, 2,048 bytes of
     /// target, names and values for head and trailers together): the head
     /// path refuses exactly where NIO does, not earlier and not later.

@@ -64,7 +64,7 @@ import Testing
 
     @Test func aConnectLeavesWhatFollowsItsHeadUnconsumed() throws {
         let trace = try trace("CONNECT a.test:443 HTTP/1.1\r\nHost: a.test\r\n\r\n\u{16}\u{03}\u{01}")
-        #expect(trace.events == ["head CONNECT switchesProtocol"])
+        #expect(trace.events == ["head CONNECT switchesProtocol", "end"])
         #expect(trace.unconsumed == [0x16, 0x03, 0x01])
     }
 
