@@ -115,6 +115,8 @@ let package = Package(
         .target(
             name: "PinproxyServer",
             dependencies: [
+                "PinproxyHTTP1",
+                "PinproxyHTTP1NIO",
                 "PinproxyTLS",
                 "PinproxyPolicy",
                 "PinproxyMetrics",

@@ -12,7 +12,9 @@ import Foundation
 /// sends 64 KB and goes quiet for 20 s; `/reset-mid-chunked` sends a chunked
 /// head and two chunks, then resets; `/close-after-answer` answers `200 ok`
 /// (keep-alive, as far as its head says) and closes at once, so every pooled
-/// connection to it is dead by the next request; `/echo` answers with the body
+/// connection to it is dead by the next request; `/status-099` answers with a
+/// status below 100 (NIO's decoder reads it, pinproxy's head path refuses
+/// it); `/echo` answers with the body
 /// it read (up to `Content-Length`, or what came within a second); anything
 /// else is `200 ok`. Bodies may be `Content-Length` or chunked.
 /// With `tls` (a PEM chain and key) it speaks TLS, with Python's ssl module.
@@ -161,6 +163,9 @@ public final class ScriptedUpstream: @unchecked Sendable {
                     conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
                     conn.close()
                     return
+                if path.startswith("/status-099"):
+                    conn.sendall(b"HTTP/1.1 099 Low\r\nContent-Length: 2\r\n\r\nok")
+                    continue
                 if path.startswith("/stall-mid-body"):
                     conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n" + b"y" * 65536)
                     time.sleep(20)
