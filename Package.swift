@@ -115,8 +115,6 @@ let package = Package(
         .target(
             name: "PinproxyServer",
             dependencies: [
-                "PinproxyHTTP1",
-                "PinproxyHTTP1NIO",
                 "PinproxyTLS",
                 "PinproxyPolicy",
                 "PinproxyMetrics",

@@ -83,12 +83,12 @@ struct PipelineBuilderTests {
 
     // MARK: Upstream
 
-    @Test func aPlainUpstreamIsNIOsEncoderTheHeadPathsDecoderAndItsHandlerReadyOnceActive() throws {
+    @Test func aPlainUpstreamIsNIOsClientCodecAndItsHandlerReadyOnceActive() throws {
         let channel = EmbeddedChannel()
         defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
         let pipeline = try UpstreamPipeline.configure(channel, tls: nil)
         #expect(PipelineShapes.handlers(channel.pipeline)
-                == ["HTTPRequestEncoder", "HeadPathResponseDecoder", "NIOHTTPRequestHeadersValidator", "UpstreamHTTPHandler"])
+                == ["HTTPRequestEncoder", "ResponseDecoder", "NIOHTTPRequestHeadersValidator", "UpstreamHTTPHandler"])
         #expect(pipeline.http1?.layers?.handlers.count == 2)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 80)).wait()
         #expect(try pipeline.ready.futureResult.wait() == nil)
@@ -122,7 +122,7 @@ struct PipelineBuilderTests {
             #expect(pipeline.multiplexer != nil && pipeline.http1 == nil)
         } else {
             #expect(PipelineShapes.handlers(channel.pipeline)
-                    == ["TLSHandler", "UpstreamHandshakeWatcher", "HTTPRequestEncoder", "HeadPathResponseDecoder",
+                    == ["TLSHandler", "UpstreamHandshakeWatcher", "HTTPRequestEncoder", "ResponseDecoder",
                         "NIOHTTPRequestHeadersValidator", "UpstreamHTTPHandler"])
             #expect(pipeline.http1 != nil && pipeline.multiplexer == nil)
         }

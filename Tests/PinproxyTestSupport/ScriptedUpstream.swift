@@ -13,8 +13,7 @@ import Foundation
 /// head and two chunks, then resets; `/close-after-answer` answers `200 ok`
 /// (keep-alive, as far as its head says) and closes at once, so every pooled
 /// connection to it is dead by the next request; `/status-099` answers with a
-/// status below 100 (NIO's decoder reads it, pinproxy's head path refuses
-/// it); `/echo` answers with the body
+/// status below 100 (which NIO's decoder reads); `/echo` answers with the body
 /// it read (up to `Content-Length`, or what came within a second); anything
 /// else is `200 ok`. Bodies may be `Content-Length` or chunked.
 /// With `tls` (a PEM chain and key) it speaks TLS, with Python's ssl module.

@@ -77,6 +77,15 @@ extension ExchangeStateMachine {
         if head.status == .switchingProtocols {
             return switchingProtocols(head, exchange, route, upstream)
         }
+        if head.status.code < 100 {
+            // NIO's decoder reads a status line's three digits as a number, so
+            // `099` arrives as 99: no status an HTTP/1.1 client parses. Refused,
+            // and its connection, which said something odd, is not reused.
+            exchange.upstreamReusable = false
+            return refuse(exchange, ProxyError(.connectFailed, host: exchange.host,
+                                               detail: "upstream \(exchange.host) answered with status \(head.status.code), below 100"),
+                          release: upstream)
+        }
         if head.status.code >= 100 && head.status.code < 200 {
             state = .forwarding(exchange, route, upstream)
             return .writeInformational(MessageRules.clientHead(from: head, closing: false))
