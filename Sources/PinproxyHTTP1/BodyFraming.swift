@@ -12,7 +12,7 @@ public enum BodyFraming: Equatable, Sendable {
     /// Everything until the connection closes: a response only.
     case untilClose
     /// The connection stops carrying HTTP/1 after the head (a CONNECT
-    /// request, an upgrade): what follows is not a message.
+    /// request, a `101`): what follows is not a message.
     case switchesProtocol
 }
 
@@ -42,7 +42,9 @@ extension ParsedHead {
         // message does next: NIO's decoder reads it as the field arrives.
         let length = fields.lengthCount > 0 ? fields.length() : nil
         if case .failure(let refusal) = length { return .failure(refusal) }
-        if method(in: bytes, is: "CONNECT") || (fields.connectionUpgrade && fields.hasUpgrade) {
+        // A CONNECT leaves HTTP/1 at its head. An upgrade request's body is
+        // read first, as NIO's decoder reads it (`ParsedHead.asksUpgrade`).
+        if method(in: bytes, is: "CONNECT") {
             return .success(.switchesProtocol)
         }
         if let length {
@@ -97,8 +99,6 @@ private struct FramingFields {
     var encodingCount = 0
     var encodingTokens = 0
     var lastEncodingIsChunked = false
-    var connectionUpgrade = false
-    var hasUpgrade = false
     var bytes = UnsafeRawBufferPointer(start: nil, count: 0)
 
     mutating func collect(_ head: ParsedHead, in bytes: UnsafeRawBufferPointer) -> FramingRefusal? {
@@ -126,14 +126,11 @@ private struct FramingFields {
                     if FieldNames.equal(bytes, token, "content-length") || FieldNames.equal(bytes, token, "transfer-encoding") {
                         refusal = refusal ?? .init("Connection names a field that frames the message")
                     }
-                    if FieldNames.equal(bytes, token, "upgrade") { connectionUpgrade = true }
                 }
                 if let refusal { return refusal }
                 if connectionTokens > ParsedHead.maxConnectionTokens {
                     return .init("more than \(ParsedHead.maxConnectionTokens) Connection tokens")
                 }
-            case 7 where FieldNames.equal(bytes, field.name, "upgrade"):
-                hasUpgrade = true
             default:
                 break
             }

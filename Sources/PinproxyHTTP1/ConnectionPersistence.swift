@@ -16,3 +16,22 @@ extension ParsedHead {
         return minorVersion >= 1 || keepAlive
     }
 }
+
+extension ParsedHead {
+    /// Whether a request asks to upgrade the connection (`Connection:
+    /// upgrade` and an `Upgrade` field): after this message, whatever its
+    /// body, the connection leaves HTTP/1 for NIO's decoder, which reads
+    /// nothing after it.
+    public func asksUpgrade(in bytes: UnsafeRawBufferPointer) -> Bool {
+        var connectionUpgrade = false
+        var upgrade = false
+        for field in fields {
+            if field.name.count == 7 && FieldNames.equal(bytes, field.name, "upgrade") { upgrade = true }
+            guard field.name.count == 10 && FieldNames.equal(bytes, field.name, "connection") else { continue }
+            FieldNames.forEachToken(bytes, field.value) { token in
+                if FieldNames.equal(bytes, token, "upgrade") { connectionUpgrade = true }
+            }
+        }
+        return connectionUpgrade && upgrade
+    }
+}

@@ -33,8 +33,10 @@ public struct MessageReader: Sendable {
 
     public let parser: HeadParser
     private(set) var state = State.head(searchedTo: 0)
-    /// Whether the message being read ends its connection.
+    /// Whether the message being read ends its connection, or ends HTTP/1
+    /// on it (an upgrade request, once its body is read).
     private var lastOnConnection = false
+    private var upgradesAfter = false
     /// Responses: for each request sent and not yet answered, whether its
     /// answer has no body whatever its head says (HEAD, CONNECT).
     private var answersWithoutBody: [Bool] = []
@@ -143,6 +145,7 @@ public struct MessageReader: Sendable {
             }
         }
         lastOnConnection = !head.persists(in: bytes)
+        upgradesAfter = parser.kind == .request && head.asksUpgrade(in: bytes)
         emit(.head(head, at: offset, framing: framing))
         switch framing {
         case .none: finishMessage(trailers: [], emit)
@@ -159,7 +162,7 @@ public struct MessageReader: Sendable {
 
     private mutating func finishMessage(trailers: [(name: ArraySlice<UInt8>, value: ArraySlice<UInt8>)], _ emit: (Event) -> Void) {
         emit(.end(trailers: trailers))
-        state = lastOnConnection ? .closed : .head(searchedTo: 0)
+        state = upgradesAfter ? .switched : lastOnConnection ? .closed : .head(searchedTo: 0)
     }
 }
 

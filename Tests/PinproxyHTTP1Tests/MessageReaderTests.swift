@@ -68,6 +68,14 @@ import Testing
         #expect(trace.unconsumed == [0x16, 0x03, 0x01])
     }
 
+    /// NIO reads an upgrade request's body, then nothing (found by the `head`
+    /// fuzz target: a WebSocket upgrade with `Content-Length: 1`).
+    @Test func anUpgradeRequestsBodyIsReadThenWhatFollowsIsLeft() throws {
+        let trace = try trace("GET /ws HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nContent-Length: 1\r\n\r\nxFRAME")
+        #expect(trace.events == ["head GET length(1)", "body x", "end"])
+        #expect(trace.unconsumed == Array("FRAME".utf8))
+    }
+
     @Test func nothingMayFollowAMessageThatEndsItsConnection() throws {
         #expect(throws: MessageRefusal.afterLastMessage) {
             _ = try trace("GET / HTTP/1.1\r\nConnection: close\r\n\r\nGET / HTTP/1.1\r\n\r\n")
