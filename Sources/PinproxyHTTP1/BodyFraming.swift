@@ -33,23 +33,15 @@ extension ParsedHead {
     /// an HTTP/1.0 request; a `Connection` field that names a framing field
     /// or holds more than `maxConnectionTokens` tokens.
     public func requestFraming(in bytes: UnsafeRawBufferPointer) -> Result<BodyFraming, FramingRefusal> {
-        var fields = FramingFields()
-        if let refusal = fields.collect(self, in: bytes) { return .failure(refusal) }
-        if fields.lengthCount > 0 && fields.encodingCount > 0 {
-            return .failure(.init("both Content-Length and Transfer-Encoding are present"))
+        let fields: FramingFields, length: UInt64?
+        switch framingFields(in: bytes) {
+        case .failure(let refusal): return .failure(refusal)
+        case .success(let found): (fields, length) = found
         }
-        // A length is read, and refused if it is not one, whatever the
-        // message does next: NIO's decoder reads it as the field arrives.
-        let length = fields.lengthCount > 0 ? fields.length() : nil
-        if case .failure(let refusal) = length { return .failure(refusal) }
         // A CONNECT leaves HTTP/1 at its head. An upgrade request's body is
         // read first, as NIO's decoder reads it (`ParsedHead.asksUpgrade`).
-        if method(in: bytes, is: "CONNECT") {
-            return .success(.switchesProtocol)
-        }
-        if let length {
-            return length.map { .length($0) }
-        }
+        if method(in: bytes, is: "CONNECT") { return .success(.switchesProtocol) }
+        if let length { return .success(.length(length)) }
         if fields.encodingCount > 0 {
             guard fields.encodingCount == 1, fields.lastEncodingIsChunked, fields.encodingTokens == 1 else {
                 return .failure(.init("Transfer-Encoding must be exactly \"chunked\""))
@@ -64,24 +56,29 @@ extension ParsedHead {
     /// whose answer has no body either). Refused: both framing fields, more
     /// than one length, a length that is not digits only.
     public func responseFraming(in bytes: UnsafeRawBufferPointer, requestHadNoBody headOrConnect: Bool) -> Result<BodyFraming, FramingRefusal> {
+        let fields: FramingFields, length: UInt64?
+        switch framingFields(in: bytes) {
+        case .failure(let refusal): return .failure(refusal)
+        case .success(let found): (fields, length) = found
+        }
+        if status == 101 { return .success(.switchesProtocol) }
+        if headOrConnect || status < 200 || status == 204 || status == 304 { return .success(.none) }
+        if let length { return .success(.length(length)) }
+        if fields.encodingCount > 0 { return .success(fields.lastEncodingIsChunked ? .chunked : .untilClose) }
+        return .success(.untilClose)
+    }
+
+    /// The framing fields, refused when both kinds are present, or when a
+    /// length is not one: NIO's decoder reads a length as its field arrives,
+    /// so a bad one is refused whatever the message does next.
+    private func framingFields(in bytes: UnsafeRawBufferPointer) -> Result<(FramingFields, UInt64?), FramingRefusal> {
         var fields = FramingFields()
         if let refusal = fields.collect(self, in: bytes) { return .failure(refusal) }
         if fields.lengthCount > 0 && fields.encodingCount > 0 {
             return .failure(.init("both Content-Length and Transfer-Encoding are present"))
         }
-        let length = fields.lengthCount > 0 ? fields.length() : nil
-        if case .failure(let refusal) = length { return .failure(refusal) }
-        if status == 101 { return .success(.switchesProtocol) }
-        if headOrConnect || status < 200 || status == 204 || status == 304 {
-            return .success(.none)
-        }
-        if let length {
-            return length.map { .length($0) }
-        }
-        if fields.encodingCount > 0 {
-            return .success(fields.lastEncodingIsChunked ? .chunked : .untilClose)
-        }
-        return .success(.untilClose)
+        guard fields.lengthCount > 0 else { return .success((fields, nil)) }
+        return fields.length().map { (fields, $0) }
     }
 
     /// Whether the request's method is `name`.

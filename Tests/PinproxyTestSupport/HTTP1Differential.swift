@@ -174,6 +174,21 @@ public enum HTTP1Differential {
     }
 
     /// The parts `decoder` hands on for `input`, as messages.
+    /// The parts waiting in `channel`, as messages.
+    static func collect<Head: Equatable>(_ channel: EmbeddedChannel, into reading: inout Reading, message: (Head) -> Message) {
+        while let part = try? channel.readInbound(as: HTTPPart<Head, ByteBuffer>.self) {
+            switch part {
+            case .head(let head):
+                reading.messages.append(message(head))
+            case .body(let body):
+                reading.messages[reading.messages.count - 1].body += body.readableBytesView
+            case .end(let trailers):
+                reading.messages[reading.messages.count - 1].bodyBytes = reading.messages[reading.messages.count - 1].body.count
+                reading.messages[reading.messages.count - 1].trailers = trailers.map { $0.map { [$0.name, $0.value] } } ?? []
+            }
+        }
+    }
+
     static func read(_ input: [UInt8], through decoder: some ChannelHandler, kind: HeadParser.Kind, readSize: Int = .max) -> Reading {
         let channel = EmbeddedChannel()
         defer { _ = try? channel.finish() }
@@ -201,37 +216,15 @@ public enum HTTP1Differential {
             }
             start = end
         }
-        var bodySoFar = 0
         switch kind {
         case .request:
-            while let part = try? channel.readInbound(as: HTTPServerRequestPart.self) {
-                switch part {
-                case .head(let head):
-                    reading.messages.append(Message(method: head.method.rawValue, target: head.uri, minorVersion: head.version.minor,
-                                                    fields: head.headers.map { [$0.name, $0.value] }))
-                    bodySoFar = 0
-                case .body(let body):
-                    bodySoFar += body.readableBytes
-                    reading.messages[reading.messages.count - 1].body += body.readableBytesView
-                case .end(let trailers):
-                    reading.messages[reading.messages.count - 1].bodyBytes = bodySoFar
-                    reading.messages[reading.messages.count - 1].trailers = trailers.map { $0.map { [$0.name, $0.value] } } ?? []
-                }
+            collect(channel, into: &reading) { (head: HTTPRequestHead) in
+                Message(method: head.method.rawValue, target: head.uri, minorVersion: head.version.minor,
+                        fields: head.headers.map { [$0.name, $0.value] })
             }
         case .response:
-            while let part = try? channel.readInbound(as: HTTPClientResponsePart.self) {
-                switch part {
-                case .head(let head):
-                    reading.messages.append(Message(status: Int(head.status.code), minorVersion: head.version.minor,
-                                                    fields: head.headers.map { [$0.name, $0.value] }))
-                    bodySoFar = 0
-                case .body(let body):
-                    bodySoFar += body.readableBytes
-                    reading.messages[reading.messages.count - 1].body += body.readableBytesView
-                case .end(let trailers):
-                    reading.messages[reading.messages.count - 1].bodyBytes = bodySoFar
-                    reading.messages[reading.messages.count - 1].trailers = trailers.map { $0.map { [$0.name, $0.value] } } ?? []
-                }
+            collect(channel, into: &reading) { (head: HTTPResponseHead) in
+                Message(status: Int(head.status.code), minorVersion: head.version.minor, fields: head.headers.map { [$0.name, $0.value] })
             }
         }
         return reading
