@@ -72,7 +72,7 @@ public struct ChunkedBody: Sendable {
     private var fieldsLeft: Int
     private var countedBytesLeft: Int
     /// The trailer section's field lines as they came (each ends CR LF).
-    public private(set) var trailerSection: [UInt8] = []
+    private var trailerSection: [UInt8] = []
 
     /// A body whose trailers have no limit but `maxTrailerBytes`.
     public init() {
@@ -87,7 +87,6 @@ public struct ChunkedBody: Sendable {
         countedBytesLeft = parser.maxFieldBytes - head.countedBytes
     }
 
-    public var isDone: Bool { state == .done }
 
     /// Reads `bytes`, the body's next bytes. `data` is called with each run
     /// of chunk data in them, as a span of `bytes`.

@@ -76,7 +76,7 @@ public struct HeadParser: Sendable {
     /// that does not begin `HTTP/`, a request whose method holds a byte no
     /// method holds, or a control character (but tab, CR and LF) anywhere.
     /// Only the bytes from `newFrom` on are scanned for those.
-    func earlyRefusal(_ bytes: UnsafeRawBufferPointer, newFrom: Int) -> HeadRefusal? {
+    private func earlyRefusal(_ bytes: UnsafeRawBufferPointer, newFrom: Int) -> HeadRefusal? {
         switch kind {
         case .response:
             let prefix = Self.responsePrefix
