@@ -39,7 +39,7 @@ extension ParsedHead {
         case .success(let found): (fields, length) = found
         }
         // A CONNECT leaves HTTP/1 at its head. An upgrade request's body is
-        // read first, as NIO's decoder reads it (`ParsedHead.asksUpgrade`).
+        // read first, as NIO's decoder reads it (`ConnectionOptions.asksUpgrade`).
         if method(in: bytes, is: "CONNECT") { return .success(.switchesProtocol) }
         if let length { return .success(.length(length)) }
         if fields.encodingCount > 0 {

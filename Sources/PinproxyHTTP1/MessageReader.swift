@@ -140,16 +140,16 @@ public struct MessageReader: Sendable {
                 // It ends its connection as any message does (NIO refuses
                 // what follows an HTTP/1.0 `100` without keep-alive).
                 emit(.head(head, at: offset, framing: .none))
-                state = head.persists(in: bytes) ? .head(searchedTo: 0) : .closed
+                state = head.connectionOptions(in: bytes).persists ? .head(searchedTo: 0) : .closed
                 return
             }
         }
-        lastOnConnection = !head.persists(in: bytes)
-        upgradesAfter = parser.kind == .request && head.asksUpgrade(in: bytes)
+        let options = head.connectionOptions(in: bytes)
+        lastOnConnection = !options.persists
+        upgradesAfter = parser.kind == .request && options.asksUpgrade
         emit(.head(head, at: offset, framing: framing))
         switch framing {
-        case .none: finishMessage(trailers: [], emit)
-        case .length(0): finishMessage(trailers: [], emit)
+        case .none, .length(0): finishMessage(trailers: [], emit)
         case .length(let length): state = .length(length)
         case .chunked: state = .chunked(ChunkedBody(after: head, limits: parser))
         case .untilClose: state = .untilClose

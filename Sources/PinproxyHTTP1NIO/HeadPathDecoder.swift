@@ -45,18 +45,18 @@ public struct HeadPathDecoder<Head: HeadPathHead>: ByteToMessageDecoder {
         let consumed = buffer.withUnsafeReadableBytes { bytes in
             do {
                 return try reader.read(bytes) { event in
-                switch event {
-                case .head(let head, _, _) where dropsInformational && (100..<200).contains(head.status) && head.status != 101:
-                    break
-                case .head(let head, let at, _):
-                    found.append(.head(Head(head, in: UnsafeRawBufferPointer(rebasing: bytes[at...]))))
-                case .body(let span):
-                    found.append(.body(start: span.start, count: span.count))
-                case .end(let trailers):
-                    found.append(.end(trailers.isEmpty ? nil : HTTPHeaders(trailers.map {
-                        (String(decoding: $0.name, as: UTF8.self), String(decoding: $0.value, as: UTF8.self))
-                    })))
-                }
+                    switch event {
+                    case .head(let head, _, _) where dropsInformational && (100..<200).contains(head.status) && head.status != 101:
+                        break
+                    case .head(let head, let at, _):
+                        found.append(.head(Head(head, in: UnsafeRawBufferPointer(rebasing: bytes[at...]))))
+                    case .body(let span):
+                        found.append(.body(start: span.start, count: span.count))
+                    case .end(let trailers):
+                        found.append(.end(trailers.isEmpty ? nil : HTTPHeaders(trailers.map {
+                            (String(decoding: $0.name, as: UTF8.self), String(decoding: $0.value, as: UTF8.self))
+                        })))
+                    }
                 }
             } catch let error as MessageRefusal {
                 refusal = error
