@@ -59,8 +59,10 @@ let package = Package(
         // HTTP/1 message heads read from their bytes, as spans, and the framing
         // of the body after them: pure, no NIO (the head path of issue 33).
         .target(name: "PinproxyHTTP1"),
-        // The head path in NIO's HTTP/1 decoder's place: the same parts from
-        // MessageReader's reading (HeadPathDecoder).
+        // The head path in NIO's HTTP/1 codec's places: the same parts from
+        // MessageReader's reading (HeadPathDecoder), the same bytes and
+        // refusals as NIO's encoders and outbound validators (RequestWriter,
+        // ResponseWriter).
         .target(
             name: "PinproxyHTTP1NIO",
             dependencies: [
@@ -255,12 +257,15 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
         ),
-        // The head parser, and the same inputs through NIO's HTTP/1 decoder.
+        // The head parser, and the same inputs through NIO's HTTP/1 decoder;
+        // the head path's writers, and the same parts through NIO's encoders.
         .testTarget(
             name: "PinproxyHTTP1Tests",
             dependencies: [
                 "PinproxyHTTP1",
                 "PinproxyTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
         .testTarget(
