@@ -120,7 +120,6 @@ let package = Package(
                 "PinproxyTLS",
                 "PinproxyPolicy",
                 "PinproxyMetrics",
-                "PinproxyHTTP1NIO",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

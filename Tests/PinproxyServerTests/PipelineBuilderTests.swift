@@ -17,7 +17,8 @@ import Testing
 struct PipelineBuilderTests {
     typealias App = ConnectHandlerTests.App
 
-    static let listenerCodec = ["RequestHeadTimer", "RequestDecoder", "ResponseWriter"]
+    static let listenerCodec = ["RequestHeadTimer", "HTTPResponseEncoder", "RequestDecoder", "NIOHTTPResponseHeadersValidator",
+                                "HTTPServerUpgradeHandler"]
 
     @Test func theListenerIsTheHeadTimerTheServerCodecTheExchangeAndTheConnectHandler() throws {
         let proxy = try EmbeddedProxy()
@@ -82,13 +83,13 @@ struct PipelineBuilderTests {
 
     // MARK: Upstream
 
-    @Test func aPlainUpstreamIsTheRequestWriterNIOsDecoderAndItsHandlerReadyOnceActive() throws {
+    @Test func aPlainUpstreamIsNIOsClientCodecAndItsHandlerReadyOnceActive() throws {
         let channel = EmbeddedChannel()
         defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
         let pipeline = try UpstreamPipeline.configure(channel, tls: nil)
         #expect(PipelineShapes.handlers(channel.pipeline)
-                == ["RequestWriter", "ResponseDecoder", "UpstreamHTTPHandler"])
-        #expect(pipeline.http1?.layers?.handlers.count == 1)  // the writer; the decoder goes last
+                == ["HTTPRequestEncoder", "ResponseDecoder", "NIOHTTPRequestHeadersValidator", "UpstreamHTTPHandler"])
+        #expect(pipeline.http1?.layers?.handlers.count == 2)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 80)).wait()
         #expect(try pipeline.ready.futureResult.wait() == nil)
     }
@@ -121,7 +122,8 @@ struct PipelineBuilderTests {
             #expect(pipeline.multiplexer != nil && pipeline.http1 == nil)
         } else {
             #expect(PipelineShapes.handlers(channel.pipeline)
-                    == ["TLSHandler", "UpstreamHandshakeWatcher", "RequestWriter", "ResponseDecoder", "UpstreamHTTPHandler"])
+                    == ["TLSHandler", "UpstreamHandshakeWatcher", "HTTPRequestEncoder", "ResponseDecoder",
+                        "NIOHTTPRequestHeadersValidator", "UpstreamHTTPHandler"])
             #expect(pipeline.http1 != nil && pipeline.multiplexer == nil)
         }
     }

@@ -1,7 +1,6 @@
 import Logging
 import NIOCore
 import NIOHTTP1
-import PinproxyHTTP1NIO
 import PinproxyMetrics
 import PinproxyPolicy
 import PinproxyTLS
@@ -32,9 +31,6 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     /// The HTTP/1.1 layers its builder added with it (`HTTP1ServerPipeline`),
     /// for a WebSocket splice to take out; nil on an HTTP/2 stream.
     var serverLayers: PipelineLayers?
-    /// The HTTP/1.1 writer of those layers, told each request's method (an
-    /// answer to `HEAD` or `CONNECT` has no body); nil on an HTTP/2 stream.
-    var responseWriter: ResponseWriter?
     /// The series of the policy this connection's requests went to last
     /// (outside an intercepted session: inside, the session keeps them).
     private var traffic: (policy: HostPolicy?, recorder: any TrafficRecorder)?
@@ -84,9 +80,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let part = unwrapInboundIn(data)
-        if case .head(let head) = part { responseWriter?.requestArrived(head.method) }
-        execute(machine.received(part, now: .now()), context: context)
+        execute(machine.received(unwrapInboundIn(data), now: .now()), context: context)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {

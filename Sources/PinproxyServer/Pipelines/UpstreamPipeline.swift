@@ -1,7 +1,6 @@
 import NIOCore
 import NIOHTTP1
 import NIOTLS
-import PinproxyHTTP1NIO
 import PinproxyTLS
 
 /// An upstream connection for the pool. With TLS: the `TLSHandler` (the
@@ -63,18 +62,18 @@ final class UpstreamPipeline: @unchecked Sendable {
     /// whose `layers` a WebSocket splice takes out (the codec only).
     static func addHTTP1(_ sync: ChannelPipeline.SynchronousOperations, ready: EventLoopPromise<TLSHandshakeInfo?>,
                          usesTLS: Bool) throws -> UpstreamHTTPHandler {
-        // Framing is pinproxy's decision (`RequestFraming`): the head path's
-        // `RequestWriter` writes what NIO's request encoder writes with
-        // automatic framing off, and refuses what NIO's outbound validator
-        // refuses, in one handler and one pass over the fields.
-        let writer = RequestWriter()
+        // Framing is pinproxy's decision (`RequestFraming`), never the encoder's
+        // guess from the method: automatic framing headers are off.
+        var configuration = HTTPRequestEncoder.Configuration()
+        configuration.automaticallySetFramingHeaders = false
+        let encoder = HTTPRequestEncoder(configuration: configuration)
         // Bytes after a WebSocket `101` belong to the splice that replaces the decoder.
         let decoder = ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .forwardBytes))
+        let validator = NIOHTTPRequestHeadersValidator()
         let handler = UpstreamHTTPHandler(ready: ready, usesTLS: usesTLS)
-        // NIO's order, the writer in its encoder's place: a request passes the
-        // decoder (which notes its method, for a HEAD's answer) on its way down.
-        try sync.addHandlers([writer, decoder, handler])
-        handler.layers = PipelineLayers(handlers: [writer], decoders: [decoder])
+        // The order and the handlers of NIO's `addHTTPClientHandlers`.
+        try sync.addHandlers([encoder, decoder, validator, handler])
+        handler.layers = PipelineLayers(handlers: [validator, encoder], decoders: [decoder])
         return handler
     }
 }

@@ -1,6 +1,5 @@
 import NIOCore
 import NIOHTTP1
-import PinproxyHTTP1NIO
 import PinproxyMetrics
 import PinproxyPolicy
 import PinproxyTLS
@@ -80,11 +79,11 @@ enum RefusalBody {
         return text + "\r\n" + body
     }
 
-    /// Writes the whole refusal as bytes below the HTTP writer, then closes
+    /// Writes the whole refusal as bytes below the HTTP encoder, then closes
     /// (a response to CONNECT keeps its body only this way).
     static func writeRaw(_ error: ProxyError, context: ChannelHandlerContext) {
         let bytes = ByteBuffer(string: raw(error))
-        guard let encoder = try? context.pipeline.syncOperations.context(handlerType: ResponseWriter.self) else {
+        guard let encoder = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self) else {
             context.close(promise: nil)
             return
         }
