@@ -58,6 +58,12 @@ struct Floor: ParsableCommand {
     @Flag(help: "The floor with pinproxy's HeadPathDecoder in place of NIO's HTTP/1 decoders on both legs (NIO's encoders and parts kept).")
     var headPathDecoders = false
 
+    @Flag(help: "The floor with NIO's codec for requests only: each response head read by pinproxy's HeadParser and written from its spans, its body passed on as bytes (--parsed-heads for one direction).")
+    var parsedResponses = false
+
+    @Flag(help: "The floor with pinproxy's RequestWriter and ResponseWriter in place of NIO's HTTP/1 encoders and outbound validators on both legs (NIO's decoders and parts kept).")
+    var headPathWriters = false
+
     func run() throws {
         let ca = try CertificateAuthority.create(commonName: "pinproxy-floor CA")
         try ca.certificate.pemString.write(toFile: caOut, atomically: true, encoding: .utf8)
@@ -74,7 +80,7 @@ struct Floor: ParsableCommand {
             upstreamH2: try TLSContext(configuration: upstreamH2),
             ca: ca,
             idle: idle,
-            http1: headPathDecoders ? .headPathDecoders : parsedHeads ? .parsedHeads : rawHeads ? .rawHeads : splice ? .splice : .codec)
+            http1: parsedResponses ? .parsedResponses : headPathWriters ? .headPathWriters : headPathDecoders ? .headPathDecoders : parsedHeads ? .parsedHeads : rawHeads ? .rawHeads : splice ? .splice : .codec)
 
         let server = try ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
@@ -128,11 +134,16 @@ enum HTTP1Path {
     /// `--head-path-decoders`: as `codec`, with `HeadPathDecoder` in place
     /// of NIO's decoders.
     case headPathDecoders
+    /// `--head-path-writers`: as `codec`, with `RequestWriter` and
+    /// `ResponseWriter` in place of NIO's encoders and outbound validators.
+    case headPathWriters
+    /// `--parsed-responses`: requests as `codec`, responses as `parsedHeads`.
+    case parsedResponses
 
     /// Whether parts are forwarded (`Forwarder`), or bytes (`SpliceForwarder`).
     var forwardsParts: Bool {
         switch self {
-        case .codec, .headPathDecoders: return true
+        case .codec, .headPathDecoders, .headPathWriters, .parsedResponses: return true
         case .splice, .rawHeads, .parsedHeads: return false
         }
     }
@@ -140,27 +151,50 @@ enum HTTP1Path {
     /// What one direction's bytes go through: nil, spliced as they are.
     func heads(_ kind: HeadParser.Kind) -> RawHeads? {
         switch self {
-        case .codec, .splice, .headPathDecoders: return nil
+        case .codec, .splice, .headPathDecoders, .headPathWriters: return nil
         case .rawHeads: return RawHeads()
         case .parsedHeads: return RawHeads(parsing: kind)
+        case .parsedResponses: return kind == .response ? RawHeads(parsing: kind) : nil
         }
     }
 
-    /// The app's leg's HTTP/1 layers: NIO's server codec, or its encoder
-    /// and the head path's decoder.
-    func addServerCodec(_ sync: ChannelPipeline.SynchronousOperations) throws {
-        guard self == .headPathDecoders else {
-            return try sync.configureHTTPServerPipeline(position: .last, withPipeliningAssistance: false, withErrorHandling: false)
+    /// The app's leg's HTTP/1 layers: NIO's server codec, its encoder and
+    /// the head path's decoder, or its decoder and the head path's writer
+    /// (returned: the forwarder tells it each request's method).
+    func addServerCodec(_ sync: ChannelPipeline.SynchronousOperations) throws -> ResponseWriter? {
+        switch self {
+        case .headPathDecoders:
+            try sync.addHandler(HTTPResponseEncoder(), position: .last)
+            try sync.addHandler(ByteToMessageHandler(HeadPathDecoder<HTTPRequestHead>(maxFieldBytes: 65_536, maxFieldCount: 256)), position: .last)
+            return nil
+        case .parsedResponses:
+            // The responses go to the app as bytes: no encoder.
+            try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder()), position: .last)
+            return nil
+        case .headPathWriters:
+            let writer = ResponseWriter()
+            try sync.addHandlers([ByteToMessageHandler(HTTPRequestDecoder()), writer], position: .last)
+            return writer
+        case .codec, .splice, .rawHeads, .parsedHeads:
+            try sync.configureHTTPServerPipeline(position: .last, withPipeliningAssistance: false, withErrorHandling: false)
+            return nil
         }
-        try sync.addHandler(HTTPResponseEncoder(), position: .last)
-        try sync.addHandler(ByteToMessageHandler(HeadPathDecoder<HTTPRequestHead>(maxFieldBytes: 65_536, maxFieldCount: 256)), position: .last)
     }
 
     /// An upstream connection's HTTP/1 layers, likewise.
     func addClientCodec(_ sync: ChannelPipeline.SynchronousOperations) throws {
-        guard self == .headPathDecoders else { return try sync.addHTTPClientHandlers() }
-        try sync.addHandler(HTTPRequestEncoder())
-        try sync.addHandler(ByteToMessageHandler(HeadPathDecoder<HTTPResponseHead>(maxFieldBytes: 65_536, maxFieldCount: 256)))
+        switch self {
+        case .headPathDecoders:
+            try sync.addHandler(HTTPRequestEncoder())
+            try sync.addHandler(ByteToMessageHandler(HeadPathDecoder<HTTPResponseHead>(maxFieldBytes: 65_536, maxFieldCount: 256)))
+        case .headPathWriters:
+            try sync.addHandlers([RequestWriter(), ByteToMessageHandler(HTTPResponseDecoder())])
+        case .parsedResponses:
+            // NIO's request encoder and validator; responses are read as bytes.
+            try sync.addHandlers([HTTPRequestEncoder(), NIOHTTPRequestHeadersValidator()])
+        case .codec, .splice, .rawHeads, .parsedHeads:
+            try sync.addHTTPClientHandlers()
+        }
     }
 }
 
@@ -218,8 +252,8 @@ final class ConnectAnswer: ChannelInboundHandler, RemovableChannelHandler {
                     try channel.pipeline.syncOperations.addHandler(SpliceForwarder(target: target, contexts: contexts), position: .last)
                 } else {
                     let sync = channel.pipeline.syncOperations
-                    try contexts.http1.addServerCodec(sync)
-                    try sync.addHandler(Forwarder(target: target, contexts: contexts), position: .last)
+                    let writer = try contexts.http1.addServerCodec(sync)
+                    try sync.addHandler(Forwarder(target: target, contexts: contexts, writer: writer), position: .last)
                 }
             }
         }, position: .last)
@@ -247,16 +281,20 @@ final class Forwarder: ChannelInboundHandler {
     /// The upstream's reads were paused once (it is not pooled then: it may
     /// still be paused, and setting it again would cost every pooled one).
     private var paused = false
+    /// `--head-path-writers`: the writer told each request's method.
+    private let writer: ResponseWriter?
 
-    init(target: (host: String, port: Int), contexts: Contexts) {
+    init(target: (host: String, port: Int), contexts: Contexts, writer: ResponseWriter?) {
         self.target = target
         self.contexts = contexts
+        self.writer = writer
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part: HTTPClientRequestPart
         switch unwrapInboundIn(data) {
         case .head(var head):
+            writer?.requestArrived(head.method)
             // Hop-by-hop, as in any proxy: an app's `Connection: close` ends its
             // own connection, not the upstream one the next app connection takes.
             if head.headers.contains(name: "connection") { head.headers.remove(name: "connection") }
@@ -315,7 +353,11 @@ final class Forwarder: ChannelInboundHandler {
         let http1 = contexts.http1
         FloorDial.connect(target, tls: contexts.upstream, on: context.eventLoop) { sync in
             try http1.addClientCodec(sync)
-            try sync.addHandler(Backward(app: app.value))
+            if let heads = http1.heads(.response) {
+                try sync.addHandler(SpliceBackward(app: app.value, heads: heads))  // --parsed-responses
+            } else {
+                try sync.addHandler(Backward(app: app.value))
+            }
         }.assumeIsolated().whenComplete { result in
             self.upstream.dialled(result, app: context)
         }
