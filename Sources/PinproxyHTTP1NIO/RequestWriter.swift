@@ -23,10 +23,10 @@ public final class RequestWriter: ChannelOutboundHandler, RemovableChannelHandle
         case (.head, .refused), (.body, .refused), (.end, .refused):
             promise?.fail(HTTPParserError.invalidHeaderToken)
         case (.head(let head), .idle), (.head(let head), .writing):
-            var buffer = context.channel.allocator.buffer(capacity: 256)
             guard head.method.isWritable, HeadBytes.isTarget(head.uri) else {
                 return refuse(context: context, promise: promise)
             }
+            var buffer = context.channel.allocator.buffer(capacity: 256)
             buffer.writeString(head.method.rawValue)
             buffer.writeStaticString(" ")
             buffer.writeString(head.uri)
@@ -50,7 +50,8 @@ public final class RequestWriter: ChannelOutboundHandler, RemovableChannelHandle
             // A part with no head before it: written as NIO's encoder writes
             // it, unframed (pinproxy never sends one).
             context.write(wrapOutboundOut(body), promise: promise)
-        case (.end, .idle):
+        case (.end(let trailers), .idle):
+            if let trailers, !HeadBytes.areWritable(trailers) { return refuse(context: context, promise: promise) }
             WriterState.writeNothing(context: context, promise: promise, wrap: wrapOutboundOut)
         }
     }
