@@ -14,6 +14,8 @@ enum FuzzTarget: String, CaseIterable, Sendable {
     case tls
     /// The head path against NIO's HTTP/1 decoder on the same bytes.
     case head
+    /// The head path's writers against NIO's encoders and validators on the same parts.
+    case write
 }
 
 let selectedTarget: FuzzTarget = {
@@ -46,6 +48,7 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     case .config: ConfigTarget.run(input)
     case .tls: TLSTarget.run(input)
     case .head: HeadTarget.run(input)
+    case .write: WriteTarget.run(input)
     }
     return 0
 }
