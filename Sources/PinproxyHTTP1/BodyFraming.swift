@@ -147,12 +147,17 @@ private struct FramingFields {
 }
 
 /// Field names and list tokens compared without ASCII case, in place.
-enum FieldNames {
+public enum FieldNames {
     static func equal(_ bytes: UnsafeRawBufferPointer, _ span: ByteSpan, _ lowercase: StaticString) -> Bool {
-        guard span.count == lowercase.utf8CodeUnitCount else { return false }
+        equal(UnsafeRawBufferPointer(rebasing: bytes[span.start..<span.end]), lowercase)
+    }
+
+    /// Whether `bytes` spell `lowercase` but for ASCII letters' case.
+    public static func equal(_ bytes: UnsafeRawBufferPointer, _ lowercase: StaticString) -> Bool {
+        guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
         let expected = lowercase.utf8Start
-        for offset in 0..<span.count {
-            var byte = bytes[span.start + offset]
+        for offset in 0..<bytes.count {
+            var byte = bytes[offset]
             if byte >= 0x41 && byte <= 0x5A { byte |= 0x20 }
             guard byte == expected[offset] else { return false }
         }

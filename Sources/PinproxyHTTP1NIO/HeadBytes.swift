@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import PinproxyHTTP1
 
 /// How a head is checked and written by the head path's writers: the bytes
 /// NIO's encoders write, and the checks NIO's outbound validators make, in
@@ -152,19 +153,11 @@ enum HeadBytes {
         }
     }
 
-    /// ASCII-case-insensitive equality with a lowercase name.
+    /// ASCII-case-insensitive equality with a lowercase name (the head
+    /// parser's comparison, on a string's bytes).
     static func equalsIgnoringCase(_ text: String, _ lower: StaticString) -> Bool {
         var text = text
-        return text.withUTF8 { bytes in
-            guard bytes.count == lower.utf8CodeUnitCount else { return false }
-            let expected = UnsafeBufferPointer(start: lower.utf8Start, count: lower.utf8CodeUnitCount)
-            for index in 0..<bytes.count {
-                var byte = bytes[index]
-                if byte >= 0x41 && byte <= 0x5A { byte |= 0x20 }
-                if byte != expected[index] { return false }
-            }
-            return true
-        }
+        return text.withUTF8 { FieldNames.equal(UnsafeRawBufferPointer($0), lower) }
     }
 }
 
