@@ -20,9 +20,10 @@ enum HeadBytes {
         return true
     }
 
-    /// One field, checked and copied in one pass over its bytes (written
-    /// piece by piece, each piece paid the buffer's checks, and the check
-    /// was a second pass). `skipped`: checked, not written.
+    /// One field, checked and copied in one pass over its bytes: written
+    /// piece by piece, each piece would pay the buffer's checks, and a
+    /// check of its own would be a second pass. `skipped`: checked, not
+    /// written.
     private static func writeField(_ name: String, _ value: String, into buffer: inout ByteBuffer, skipped: Bool) -> Bool {
         var sendable = true
         let length = name.utf8.count + value.utf8.count + 4

@@ -12,10 +12,9 @@ import NIOHTTP1
 ///
 /// NIO's request decoder tells its encoder each request's method, so that
 /// an answer to `HEAD` or `CONNECT` goes without a body; that link is
-/// NIO's own. This writer is told by whoever reads the request heads
-/// (`requestArrived`), in the order they arrive: pinproxy's exchange handler
-/// (rather than a handler of its own on the way in, which every inbound
-/// part would pass through).
+/// NIO's own. This writer is told by the handler that reads the request
+/// heads (`requestArrived`), in the order they arrive, rather than sit on
+/// the way in itself, where every inbound part would pass through it.
 public final class ResponseWriter: ChannelOutboundHandler, RemovableChannelHandler {
     public typealias OutboundIn = HTTPServerResponsePart
     public typealias OutboundOut = IOData
