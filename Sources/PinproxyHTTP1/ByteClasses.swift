@@ -1,8 +1,9 @@
 /// The byte classes of RFC 9110 and RFC 9112 the head parser tests each byte
-/// against, as 256-entry tables so that each test is one load.
-enum ByteClass {
+/// against, as 256-entry tables so that each test is one load. The head
+/// path's writers check what they send against the same classes.
+public enum ByteClass {
     /// `tchar`: what a method and a field name are made of.
-    static let token: [Bool] = table { byte in
+    public static let token: [Bool] = table { byte in
         switch byte {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
             UInt8(ascii: "0")...UInt8(ascii: "9"):
@@ -30,7 +31,7 @@ enum ByteClass {
 
     /// A field value's and a reason phrase's bytes: visible ASCII, space,
     /// horizontal tab and obs-text (0x80–0xFF). No other control character.
-    static let text: [Bool] = table { $0 == 0x09 || $0 == 0x20 || (0x21...0x7E).contains($0) || $0 >= 0x80 }
+    public static let text: [Bool] = table { $0 == 0x09 || $0 == 0x20 || (0x21...0x7E).contains($0) || $0 >= 0x80 }
 
     /// Bytes no head holds anywhere: control characters but tab, CR and
     /// LF, and DEL.

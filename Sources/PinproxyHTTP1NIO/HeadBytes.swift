@@ -129,19 +129,18 @@ enum HeadBytes {
         return text.withUTF8 { $0.allSatisfy { byte in contains(byte, low: targetLow, high: targetHigh) } }
     }
 
-    /// tchar: `!#$%&'*+-.^_`|~`, digits and letters.
+    /// tchar: `!#$%&'*+-.^_`|~`, digits and letters (the head parser's class).
     @inline(__always)
-    static func isTokenByte(_ byte: UInt8) -> Bool { contains(byte, low: tokenLow, high: tokenHigh) }
+    static func isTokenByte(_ byte: UInt8) -> Bool { ByteClass.token[Int(byte)] }
 
     /// Anything but a control byte; the tab is allowed, and so are bytes
-    /// past ASCII (NIO lets them through).
+    /// past ASCII, as NIO lets them through (the head parser's class).
     @inline(__always)
-    static func isFieldValueByte(_ byte: UInt8) -> Bool { byte == 0x09 || (byte >= 0x20 && byte != 0x7F) }
+    static func isFieldValueByte(_ byte: UInt8) -> Bool { ByteClass.text[Int(byte)] }
 
-    /// The ASCII bytes as two 64-bit masks (constants, so no table to load).
-    private static let tokenLow: UInt64 = 0x03FF_6CFA_0000_0000
-    private static let tokenHigh: UInt64 = 0x57FF_FFFF_C7FF_FFFE
-    /// unreserved, gen-delims, sub-delims and `%` (RFC 3986).
+    /// unreserved, gen-delims, sub-delims and `%` (RFC 3986), what NIO's
+    /// request validator lets a target hold: stricter than the head
+    /// parser's visible ASCII, so a class of its own, as two 64-bit masks.
     private static let targetLow: UInt64 = 0xAFFF_FFFA_0000_0000
     private static let targetHigh: UInt64 = 0x47FF_FFFE_AFFF_FFFF
 
