@@ -120,6 +120,8 @@ let package = Package(
                 "PinproxyTLS",
                 "PinproxyPolicy",
                 "PinproxyMetrics",
+                "PinproxyHTTP1",
+                "PinproxyHTTP1NIO",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -293,9 +295,11 @@ let package = Package(
                 "PinproxyServer",
                 "PinproxyPolicy",
                 "PinproxyTestSupport",
+                "PinproxyHTTP1NIO",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
         .testTarget(

@@ -178,7 +178,7 @@ public enum FieldNames {
 
     /// Each comma-separated element of a list value, without its optional
     /// whitespace; empty elements are skipped (RFC 9110 §5.6.1).
-    static func forEachToken(_ bytes: UnsafeRawBufferPointer, _ value: ByteSpan, _ body: (ByteSpan) -> Void) {
+    public static func forEachToken(_ bytes: UnsafeRawBufferPointer, _ value: ByteSpan, _ body: (ByteSpan) -> Void) {
         var start = value.start
         while start <= value.end {
             var end = start

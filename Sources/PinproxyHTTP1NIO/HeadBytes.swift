@@ -24,26 +24,35 @@ enum HeadBytes {
     /// piece by piece, each piece would pay the buffer's checks, and a
     /// check of its own would be a second pass. `skipped`: checked, not
     /// written.
-    private static func writeField(_ name: String, _ value: String, into buffer: inout ByteBuffer, skipped: Bool) -> Bool {
+    static func writeField(_ name: String, _ value: String, into buffer: inout ByteBuffer, skipped: Bool) -> Bool {
+        var name = name, value = value
+        return name.withUTF8 { name in
+            value.withUTF8 { value in
+                writeField(UnsafeRawBufferPointer(name), UnsafeRawBufferPointer(value), into: &buffer, skipped: skipped)
+            }
+        }
+    }
+
+    /// The same, for a field's bytes as they came (a forwarded head's).
+    static func writeField(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, into buffer: inout ByteBuffer,
+                           skipped: Bool) -> Bool {
         var sendable = true
-        let length = name.utf8.count + value.utf8.count + 4
+        let length = name.count + value.count + 4
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: length) { room in
             var at = 0
-            func copy(_ text: String, _ allowed: (UInt8) -> Bool) {
-                var text = text
-                text.withUTF8 { bytes in
-                    for byte in bytes {
-                        sendable = sendable && allowed(byte)
-                        room[at] = byte
-                        at += 1
-                    }
-                }
+            for byte in name {
+                sendable = sendable && isTokenByte(byte)
+                room[at] = byte
+                at += 1
             }
-            copy(name, isTokenByte)
             room[at] = UInt8(ascii: ":")
             room[at + 1] = UInt8(ascii: " ")
             at += 2
-            copy(value, isFieldValueByte)
+            for byte in value {
+                sendable = sendable && isFieldValueByte(byte)
+                room[at] = byte
+                at += 1
+            }
             room[at] = UInt8(ascii: "\r")
             room[at + 1] = UInt8(ascii: "\n")
             return sendable && !skipped ? length : 0
@@ -64,10 +73,15 @@ enum HeadBytes {
         case framing
 
         func drops(_ name: String) -> Bool {
+            var name = name
+            return name.withUTF8 { drops(UnsafeRawBufferPointer($0)) }
+        }
+
+        func drops(_ name: UnsafeRawBufferPointer) -> Bool {
             switch self {
             case .none: return false
-            case .transferEncoding: return equalsIgnoringCase(name, "transfer-encoding")
-            case .framing: return equalsIgnoringCase(name, "transfer-encoding") || equalsIgnoringCase(name, "content-length")
+            case .transferEncoding: return FieldNames.equal(name, "transfer-encoding")
+            case .framing: return FieldNames.equal(name, "transfer-encoding") || FieldNames.equal(name, "content-length")
             }
         }
     }
@@ -151,13 +165,6 @@ enum HeadBytes {
         case 64..<128: return high & (1 << UInt64(byte - 64)) != 0
         default: return false
         }
-    }
-
-    /// ASCII-case-insensitive equality with a lowercase name (the head
-    /// parser's comparison, on a string's bytes).
-    static func equalsIgnoringCase(_ text: String, _ lower: StaticString) -> Bool {
-        var text = text
-        return text.withUTF8 { FieldNames.equal(UnsafeRawBufferPointer($0), lower) }
     }
 }
 

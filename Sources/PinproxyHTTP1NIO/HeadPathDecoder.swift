@@ -20,7 +20,7 @@ public struct HeadPathDecoder<Head: HeadPathHead>: ByteToMessageDecoder {
 
     /// One part, its body as a place in the bytes given.
     private enum Found {
-        case head(Head)
+        case head(ParsedHead, start: Int, framing: BodyFraming)
         case body(start: Int, count: Int)
         case end(HTTPHeaders?)
     }
@@ -48,8 +48,8 @@ public struct HeadPathDecoder<Head: HeadPathHead>: ByteToMessageDecoder {
                     switch event {
                     case .head(let head, _, _) where dropsInformational && (100..<200).contains(head.status) && head.status != 101:
                         break
-                    case .head(let head, let at, _):
-                        found.append(.head(Head(head, in: UnsafeRawBufferPointer(rebasing: bytes[at...]))))
+                    case .head(let head, let at, let framing):
+                        found.append(.head(head, start: at, framing: framing))
                     case .body(let span):
                         found.append(.body(start: span.start, count: span.count))
                     case .end(let trailers):
@@ -65,13 +65,15 @@ public struct HeadPathDecoder<Head: HeadPathHead>: ByteToMessageDecoder {
                 preconditionFailure("MessageReader throws only MessageRefusal, not \(error)")
             }
         }
-        // Bodies are slices of the bytes read (NIO lets a slice be taken only
-        // of readable bytes, so of the buffer as it was).
+        // Heads and bodies are slices of the bytes read (NIO lets a slice be
+        // taken only of readable bytes, so of the buffer as it was).
         let read = buffer
         buffer.moveReaderIndex(forwardBy: consumed)
         for part in found {
             switch part {
-            case .head(let head): context.fireChannelRead(wrapInboundOut(.head(head)))
+            case .head(let head, let start, let framing):
+                let bytes = read.getSlice(at: read.readerIndex + start, length: head.length)!
+                context.fireChannelRead(wrapInboundOut(.head(Head(head, framing: framing, bytes: bytes))))
             case .body(let offset, let count):
                 context.fireChannelRead(wrapInboundOut(.body(read.getSlice(at: read.readerIndex + offset, length: count)!)))
             case .end(let trailers): context.fireChannelRead(wrapInboundOut(.end(trailers)))
@@ -104,7 +106,7 @@ public struct HeadPathDecoder<Head: HeadPathHead>: ByteToMessageDecoder {
 
 /// The response decoder sees each request go out, so that it reads the
 /// answer to a HEAD or a CONNECT without a body, as NIO's does.
-extension HeadPathDecoder: WriteObservingByteToMessageDecoder where Head == HTTPResponseHead {
+extension HeadPathDecoder: WriteObservingByteToMessageDecoder where Head: ResponseHeadPathHead {
     public typealias OutboundIn = HTTPClientRequestPart
 
     public mutating func write(data: HTTPClientRequestPart) {

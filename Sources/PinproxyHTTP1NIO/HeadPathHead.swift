@@ -1,3 +1,4 @@
+import NIOCore
 import NIOHTTP1
 import PinproxyHTTP1
 
@@ -8,6 +9,31 @@ public protocol HeadPathHead: Equatable, Sendable {
     static var kind: HeadParser.Kind { get }
     /// The head in `bytes`, which start at its first byte.
     init(_ head: ParsedHead, in bytes: UnsafeRawBufferPointer)
+    /// The head whose bytes are `bytes` (a slice of those read), its body
+    /// framed as `framing`: what `HeadPathDecoder` makes. NIO's heads are
+    /// made from the raw bytes; a head kept as bytes keeps the slice.
+    init(_ head: ParsedHead, framing: BodyFraming, bytes: ByteBuffer)
+}
+
+extension HeadPathHead {
+    public init(_ head: ParsedHead, framing: BodyFraming, bytes: ByteBuffer) {
+        self = bytes.withUnsafeReadableBytes { Self(head, in: $0) }
+    }
+}
+
+/// A response head the head path makes: the response decoder watches the
+/// requests go out for one of these.
+public protocol ResponseHeadPathHead: HeadPathHead {}
+
+extension ResponseHeadBytes: ResponseHeadPathHead {
+    public static var kind: HeadParser.Kind { .response }
+
+    /// A copy of the bytes, for a head made from bytes it cannot keep.
+    public init(_ head: ParsedHead, in bytes: UnsafeRawBufferPointer) {
+        let own = ByteBuffer(bytes: UnsafeRawBufferPointer(rebasing: bytes[0..<head.length]))
+        let framing = (try? head.responseFraming(in: bytes, requestHadNoBody: false).get()) ?? .untilClose
+        self.init(head, framing: framing, bytes: own)
+    }
 }
 
 extension HTTPRequestHead: HeadPathHead {
@@ -21,7 +47,7 @@ extension HTTPRequestHead: HeadPathHead {
     }
 }
 
-extension HTTPResponseHead: HeadPathHead {
+extension HTTPResponseHead: ResponseHeadPathHead {
     public static var kind: HeadParser.Kind { .response }
 
     /// NIO's decoder keeps the status code and drops the reason phrase; so

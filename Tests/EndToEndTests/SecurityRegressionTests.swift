@@ -199,8 +199,10 @@ struct SecurityRegressionTests {
 
     /// NIO's decoder reads `HTTP/1.1 099` and pinproxy passed it on as
     /// `HTTP/1.1 99`, a status line no HTTP/1.1 client should have to parse
-    /// (found by the head path's differential tests, issue 33). Now: 502
-    /// `connect_failed` naming it, and the connection is not reused.
+    /// (found by the head path's differential tests, issue 33). Now the head
+    /// path, which reads the upstream's answers, refuses it: 502
+    /// `connect_failed` naming what was wrong, and the connection is not
+    /// reused.
     @Test func anAnswerWithAStatusBelow100Is502AndItsConnectionNotReused() async throws {
         let s = try await Self.setup.value
         let client = try RawClient(port: s.proxy.port)
@@ -208,7 +210,7 @@ struct SecurityRegressionTests {
         let text = client.readToEnd()
         #expect(text.hasPrefix("HTTP/1.1 502"), "\(text.prefix(300))")
         #expect(text.contains("X-Pinproxy-Error: connect_failed"), "\(text.prefix(300))")
-        #expect(text.contains("status 99, below 100"), "the detail names the status: \(text.prefix(400))")
+        #expect(text.contains("a status code that is not three digits from 100"), "the detail names what was wrong: \(text.prefix(400))")
         let next = try Curl.run("http://plain.test/after-099", proxy: s.proxy, extra: ["--max-time", "10"], directory: s.dir)
         #expect(next.status == 200, "the next request gets a fresh connection: \(next.stderr)")
         #expect(next.body == "ok")

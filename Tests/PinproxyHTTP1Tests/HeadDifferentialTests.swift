@@ -154,21 +154,6 @@ import Testing
     }
 }
 
-/// A deterministic generator (SplitMix64), so a failure is the same failure
-/// on every run.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
-}
-
 /// Edits where HTTP/1 parsers tend to disagree: line ends, whitespace,
 /// separators, control and high bytes, case, repeated and dropped lines.
 enum Mutation {

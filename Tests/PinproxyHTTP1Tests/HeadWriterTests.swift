@@ -141,4 +141,3 @@ private let commonFields: [(String, String)] = [
     ("Content-Type", "application/json; charset=utf-8"), ("X-Tab", "a\tb"), ("X-High", "caf\u{E9}"),
 ]
 
-extension SplitMix: RandomNumberGenerator {}

@@ -175,7 +175,8 @@ extension ExchangeStateMachineTests {
         case .forwardBody(let body, _): return "forwardBody(\(body.readableBytes))"
         case .forwardEnd: return "forwardEnd"
         case .writeInformational(let head): return "informational(\(head.status.code))"
-        case .writeResponseHead(let head, let throttles):
+        case .writeResponseHead(let client, let throttles):
+            let head = client.whole
             return "responseHead(\(head.status.code)\(head.headers["connection"].first.map { " \($0)" } ?? "")\(throttles.map { " throttles=\($0.credential)" } ?? ""))"
         case .writeResponseBody(let body): return "responseBody(\(body.readableBytes))"
         case .endResponse(_, _, let reusable, let close, let finished, let next):

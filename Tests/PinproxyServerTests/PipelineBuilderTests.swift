@@ -17,8 +17,7 @@ import Testing
 struct PipelineBuilderTests {
     typealias App = ConnectHandlerTests.App
 
-    static let listenerCodec = ["RequestHeadTimer", "HTTPResponseEncoder", "RequestDecoder", "NIOHTTPResponseHeadersValidator",
-                                "HTTPServerUpgradeHandler"]
+    static let listenerCodec = ["RequestHeadTimer", "RequestDecoder", "ResponseWriter"]
 
     @Test func theListenerIsTheHeadTimerTheServerCodecTheExchangeAndTheConnectHandler() throws {
         let proxy = try EmbeddedProxy()
@@ -83,12 +82,12 @@ struct PipelineBuilderTests {
 
     // MARK: Upstream
 
-    @Test func aPlainUpstreamIsNIOsClientCodecAndItsHandlerReadyOnceActive() throws {
+    @Test func aPlainUpstreamIsNIOsEncoderTheHeadPathsDecoderAndItsHandlerReadyOnceActive() throws {
         let channel = EmbeddedChannel()
         defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
         let pipeline = try UpstreamPipeline.configure(channel, tls: nil)
         #expect(PipelineShapes.handlers(channel.pipeline)
-                == ["HTTPRequestEncoder", "ResponseDecoder", "NIOHTTPRequestHeadersValidator", "UpstreamHTTPHandler"])
+                == ["HTTPRequestEncoder", "HeadPathResponseDecoder", "NIOHTTPRequestHeadersValidator", "UpstreamHTTPHandler"])
         #expect(pipeline.http1?.layers?.handlers.count == 2)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 80)).wait()
         #expect(try pipeline.ready.futureResult.wait() == nil)
@@ -122,7 +121,7 @@ struct PipelineBuilderTests {
             #expect(pipeline.multiplexer != nil && pipeline.http1 == nil)
         } else {
             #expect(PipelineShapes.handlers(channel.pipeline)
-                    == ["TLSHandler", "UpstreamHandshakeWatcher", "HTTPRequestEncoder", "ResponseDecoder",
+                    == ["TLSHandler", "UpstreamHandshakeWatcher", "HTTPRequestEncoder", "HeadPathResponseDecoder",
                         "NIOHTTPRequestHeadersValidator", "UpstreamHTTPHandler"])
             #expect(pipeline.http1 != nil && pipeline.multiplexer == nil)
         }

@@ -142,8 +142,8 @@ struct PipelineHandlerTests {
     /// The exchange's side of an upstream connection: the heads it got.
     final class Receiver: UpstreamResponseReceiver {
         var heads: [UInt] = []
-        func upstreamReceived(_ part: HTTPClientResponsePart) {
-            if case .head(let head) = part { heads.append(head.status.code) }
+        func upstreamReceived(_ part: UpstreamResponsePart) {
+            if case .head(let head) = part { heads.append(UInt(head.statusCode)) }
         }
         func upstreamReadComplete() {}
         func upstreamWritabilityChanged() {}

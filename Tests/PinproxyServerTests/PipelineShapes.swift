@@ -14,6 +14,9 @@ enum PipelineShapes {
             var outgoing = sides[1]
             if let bracket = outgoing.range(of: " [", options: .backwards) { outgoing = String(outgoing[..<bracket.lowerBound]) }
             let type = incoming.isEmpty ? outgoing.trimmingCharacters(in: .whitespaces) : incoming
+            if type.hasPrefix("ByteToMessageHandler"), type.contains("HeadPathDecoder") {
+                return type.contains("Response") ? "HeadPathResponseDecoder" : "HeadPathRequestDecoder"
+            }
             if type.hasPrefix("ByteToMessageHandler") {
                 // The decoder's first generic argument is what it decodes.
                 let request = type.range(of: "HTTPRequestHead")?.lowerBound, response = type.range(of: "HTTPResponseHead")?.lowerBound

@@ -64,9 +64,10 @@ struct UpstreamHTTP2StreamAdapterTests {
         try channel.writeOutbound(Self.request(method))
         for payload in payloads { try channel.writeInbound(payload) }
         var out: [String] = []
-        while let part = try channel.readInbound(as: HTTPClientResponsePart.self) {
+        while let part = try channel.readInbound(as: UpstreamResponsePart.self) {
             switch part {
-            case .head(let head):
+            case .head(let received):
+                let head = received.head
                 let fields = head.headers.map { "\($0.name)=\($0.value)" }.joined(separator: ",")
                 out.append("head(\(head.status.code) \(fields))")
             case .body(let body): out.append("body(\(body.readableBytes))")
@@ -108,6 +109,6 @@ struct UpstreamHTTP2StreamAdapterTests {
         defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
         try channel.writeOutbound(Self.request(.GET))
         #expect(throws: HTTP2HeaderBlocks.Malformed.invalidStatus) { try channel.writeInbound(Self.headers([(":status", "2x0")], end: true)) }
-        #expect(try channel.readInbound(as: HTTPClientResponsePart.self) == nil)
+        #expect(try channel.readInbound(as: UpstreamResponsePart.self) == nil)
     }
 }

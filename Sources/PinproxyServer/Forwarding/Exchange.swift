@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import PinproxyHTTP1
 import PinproxyMetrics
 import PinproxyPolicy
 
@@ -98,7 +99,7 @@ final class Exchange {
     /// is never sent twice.
     func retryableAfterLoss(_ error: (any Error)?) -> Bool {
         guard reused, !retried, requestEnded, bytesUp == 0, !responseStarted else { return false }
-        if error is HTTPParserError { return false }  // stray bytes: the upstream said something
+        if error is HTTPParserError || error is MessageRefusal { return false }  // stray bytes: the upstream said something
         switch method {
         case .GET, .HEAD, .OPTIONS, .PUT, .DELETE: return true
         default: return false

@@ -30,7 +30,7 @@ extension ExchangeStateMachine {
             exchange.bodyDeadline = nil
             exchange.upstreamReusable = false
             state = .switching(exchange, upstream)
-            return .writeResponseHead(MessageRules.switchingHead(from: head))
+            return .writeResponseHead(.head(MessageRules.switchingHead(from: head)))
         }
         // An upgrade request closes the app's connection after its answer anyway
         // (routing said so: the decoder reads nothing after it).

@@ -70,37 +70,50 @@ extension ExchangeStateMachine {
 
     // MARK: The response
 
+    /// A head made whole (tests, and what speaks NIO's parts).
     mutating func responseHead(_ head: HTTPResponseHead, now: NIODeadline) -> Action {
+        responseHead(.parsed(head), now: now)
+    }
+
+    /// The upstream's head. One read as bytes goes on to the app as its
+    /// bytes, edited (`ClientResponseHead.forwarded`); only a `101` and an
+    /// informational answer are made whole here.
+    mutating func responseHead(_ head: UpstreamResponseHead, now: NIODeadline) -> Action {
         if case .authorizing = state { return unaskedAnswer() }
         guard case .forwarding(let exchange, let route, let upstream) = state else { return .none }
         state = .modifying
-        if head.status == .switchingProtocols {
-            return switchingProtocols(head, exchange, route, upstream)
+        let code = head.statusCode
+        if code == 101 {
+            return switchingProtocols(head.head, exchange, route, upstream)
         }
-        if head.status.code < 100 {
+        if code < 100 {
             // NIO's decoder reads a status line's three digits as a number, so
             // `099` arrives as 99: no status an HTTP/1.1 client parses. Refused,
             // and its connection, which said something odd, is not reused.
             exchange.upstreamReusable = false
             return refuse(exchange, ProxyError(.connectFailed, host: exchange.host,
-                                               detail: "upstream \(exchange.host) answered with status \(head.status.code), below 100"),
+                                               detail: "upstream \(exchange.host) answered with status \(code), below 100"),
                           release: upstream)
         }
-        if head.status.code >= 100 && head.status.code < 200 {
+        if code < 200 {
             state = .forwarding(exchange, route, upstream)
-            return .writeInformational(MessageRules.clientHead(from: head, closing: false))
+            return .writeInformational(MessageRules.clientHead(from: head.head, closing: false))
         }
         if !head.isKeepAlive { exchange.upstreamReusable = false }
-        if head.status == .unauthorized, let action = replayWithFreshToken(exchange, route, upstream) {
+        if code == 401, let action = replayWithFreshToken(exchange, route, upstream) {
             return action
         }
-        exchange.status = Int(head.status.code)
-        exchange.response = .streaming(bodyless: head.status == .noContent || head.status == .notModified || exchange.method == .HEAD)
+        exchange.status = code
+        exchange.response = .streaming(bodyless: code == 204 || code == 304 || exchange.method == .HEAD)
         exchange.responseDeadline = now + exchange.responseTimeout  // now between body reads
-        let clientHead = MessageRules.clientHead(from: head, closing: exchange.closeAfter)
+        let clientHead: ClientResponseHead
+        switch head {
+        case .bytes(let bytes): clientHead = .forwarded(bytes, closing: exchange.closeAfter)
+        case .parsed(let parsed): clientHead = .head(MessageRules.clientHead(from: parsed, closing: exchange.closeAfter))
+        }
         state = .forwarding(exchange, route, upstream)
-        if head.status == .tooManyRequests, let credential = exchange.token.attachedCredential {
-            return .writeResponseHead(clientHead, throttles: (credential, exchange.host))
+        if code == 429, let credential = exchange.token.attachedCredential {
+            return .writeResponseHead(clientHead, throttles: (credential, exchange.host, head.first("retry-after")))
         }
         return .writeResponseHead(clientHead)
     }

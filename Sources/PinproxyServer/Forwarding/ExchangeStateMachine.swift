@@ -87,8 +87,9 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         case forwardEnd(HTTPHeaders?, to: Upstream)
         case writeInformational(HTTPResponseHead)
         /// Write the response head; a 429 to a request that carried a
-        /// credential opens that credential's window for the host (`throttles`).
-        case writeResponseHead(HTTPResponseHead, throttles: (credential: String, host: String)? = nil)
+        /// credential opens that credential's window for the host, as long
+        /// as its `Retry-After` says (`throttles`).
+        case writeResponseHead(ClientResponseHead, throttles: (credential: String, host: String, retryAfter: String?)? = nil)
         case writeResponseBody(ByteBuffer)
         /// The response ends: give the upstream back, end the app's response
         /// (closing after it when `closeClient`), and log `finished` when the

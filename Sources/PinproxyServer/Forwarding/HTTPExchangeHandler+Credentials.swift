@@ -44,8 +44,7 @@ extension HTTPExchangeHandler {
 
     /// A 429 to a request that carried a credential opens that credential's
     /// window for the host, as long as its `Retry-After` says.
-    func noteUpstreamThrottle(_ head: HTTPResponseHead, credential: String, host: String) {
-        let retryAfter = head.headers.first(name: "Retry-After")
+    func noteUpstreamThrottle(retryAfter: String?, credential: String, host: String) {
         services.throttle.record(credential: credential, host: host, retryAfter: retryAfter)
         services.logger.notice("upstream rate limited a credential; holding its requests back", metadata: [
             "host": "\(host)", "credential": "\(credential)", "retry_after": "\(retryAfter ?? "-")",

@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import NIOHTTP1
+import PinproxyHTTP1NIO
 import PinproxyMetrics
 import PinproxyPolicy
 import PinproxyTLS
@@ -31,6 +32,10 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     /// The HTTP/1.1 layers its builder added with it (`HTTP1ServerPipeline`),
     /// for a WebSocket splice to take out; nil on an HTTP/2 stream.
     var serverLayers: PipelineLayers?
+    /// The HTTP/1.1 writer of those layers: told each request's method (an
+    /// answer to `HEAD` or `CONNECT` has no body), and handed the heads
+    /// forwarded as bytes. Nil on an HTTP/2 stream.
+    var responseWriter: ResponseWriter?
     /// The series of the policy this connection's requests went to last
     /// (outside an intercepted session: inside, the session keeps them).
     private var traffic: (policy: HostPolicy?, recorder: any TrafficRecorder)?
@@ -80,7 +85,9 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        execute(machine.received(unwrapInboundIn(data), now: .now()), context: context)
+        let part = unwrapInboundIn(data)
+        if case .head(let head) = part { responseWriter?.requestArrived(head.method) }
+        execute(machine.received(part, now: .now()), context: context)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -128,7 +135,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
 
     // MARK: UpstreamResponseReceiver
 
-    func upstreamReceived(_ part: HTTPClientResponsePart) {
+    func upstreamReceived(_ part: UpstreamResponsePart) {
         guard let context else { return }
         switch part {
         case .head(let head): execute(machine.responseHead(head, now: .now()), context: context)
@@ -201,8 +208,8 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         case .writeInformational(let head):
             context.write(wrapOutboundOut(.head(head)), promise: nil)
         case .writeResponseHead(let head, let throttles):
-            if let throttles { noteUpstreamThrottle(head, credential: throttles.credential, host: throttles.host) }
-            context.write(wrapOutboundOut(.head(head)), promise: nil)
+            if let throttles { noteUpstreamThrottle(retryAfter: throttles.retryAfter, credential: throttles.credential, host: throttles.host) }
+            writeResponseHead(head, context: context)
         case .writeResponseBody(let body):
             context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
         case .endResponse(let trailers, let upstream, let reusable, let closeClient, let finished, let next):
@@ -354,6 +361,18 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     }
 
     // MARK: Writing
+
+    /// A head forwarded as the upstream's bytes goes to this connection's
+    /// writer as they are, edited on the way (`ResponseWriter.writeForwarded`);
+    /// an HTTP/2 stream, which has no such writer, is sent it made whole.
+    private func writeResponseHead(_ head: ClientResponseHead, context: ChannelHandlerContext) {
+        guard case .forwarded(let bytes, let closing) = head, let responseWriter else {
+            return context.write(wrapOutboundOut(.head(head.whole)), promise: nil)
+        }
+        MessageRules.withForwardedFields(of: bytes) { keeps in
+            responseWriter.writeForwarded(bytes, keeps: keeps, via: Via.wireValue(receivedIn: bytes.version), closing: closing, promise: nil)
+        }
+    }
 
     private func writeRefusal(_ error: ProxyError, close: Bool, context: ChannelHandlerContext) {
         let body = RefusalBody.json(error)

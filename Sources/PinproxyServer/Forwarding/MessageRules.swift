@@ -1,4 +1,6 @@
 import NIOHTTP1
+import PinproxyHTTP1
+import PinproxyHTTP1NIO
 import PinproxyPolicy
 
 /// The HTTP/1.1 rules a proxy owes (RFC 9110 §7.6, RFC 9112 §6): which
@@ -153,6 +155,50 @@ enum MessageRules {
         headers["te"].contains { value in
             value.split(separator: ",").contains { ($0.split(separator: ";").first ?? "").trimmingSpaces.lowercased() == "trailers" }
         }
+    }
+
+    /// `stripHopByHop`'s choice for a head kept as bytes (`ResponseHeadBytes`),
+    /// given to `body` as whether a field of that name goes on: hop-by-hop
+    /// fields and those its `Connection` fields name (but `Transfer-Encoding`)
+    /// stay behind. The names are compared in place; the common head names
+    /// none, and nothing is allocated for it.
+    static func withForwardedFields<Result>(of head: ResponseHeadBytes,
+                                            _ body: ((UnsafeRawBufferPointer) -> Bool) -> Result) -> Result {
+        head.bytes.withUnsafeReadableBytes { bytes in
+            func piece(_ span: ByteSpan) -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: bytes[span.start..<span.end]) }
+            var named: [ByteSpan] = []
+            for field in head.parsed.fields where FieldNames.equal(piece(field.name), "connection") {
+                // `keep-alive` and `close` name nothing that is not removed anyway.
+                let value = piece(field.value)
+                if FieldNames.equal(value, "keep-alive") || FieldNames.equal(value, "close") { continue }
+                FieldNames.forEachToken(bytes, field.value) { token in
+                    if !FieldNames.equal(piece(token), "transfer-encoding") { named.append(token) }
+                }
+            }
+            return body { name in
+                !isHopByHop(name) && !named.contains { equalIgnoringCase(piece($0), name) }
+            }
+        }
+    }
+
+    /// `isHopByHop` for a name's bytes.
+    static func isHopByHop(_ name: UnsafeRawBufferPointer) -> Bool {
+        switch name.count {
+        case 2: return FieldNames.equal(name, "te")
+        case 7: return FieldNames.equal(name, "trailer") || FieldNames.equal(name, "upgrade")
+        case 10: return FieldNames.equal(name, "connection") || FieldNames.equal(name, "keep-alive")
+        case 16: return FieldNames.equal(name, "proxy-connection")
+        case 18: return FieldNames.equal(name, "proxy-authenticate")
+        case 19: return FieldNames.equal(name, "proxy-authorization")
+        default: return false
+        }
+    }
+
+    /// Two names' bytes equal but for ASCII letters' case.
+    private static func equalIgnoringCase(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        guard a.count == b.count else { return false }
+        for index in 0..<a.count where foldedASCII(a[index]) != foldedASCII(b[index]) { return false }
+        return true
     }
 
     /// The head sent back to the client: hop-by-hop removed, `Via` added.

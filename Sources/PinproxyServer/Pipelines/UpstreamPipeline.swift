@@ -1,13 +1,14 @@
 import NIOCore
 import NIOHTTP1
 import NIOTLS
+import PinproxyHTTP1NIO
 import PinproxyTLS
 
 /// An upstream connection for the pool. With TLS: the `TLSHandler` (the
 /// policy's pins, its ALPN offer), an `UpstreamHandshakeWatcher` (readiness
 /// and the handshake's failure), and NIO's ALPN handler, which puts in the
-/// layers for what the server selected, once: HTTP/1.1 (NIO's client codec
-/// and an `UpstreamHTTPHandler`) or HTTP/2 (`UpstreamHTTP2Pipeline`;
+/// layers for what the server selected, once: HTTP/1.1 (NIO's request
+/// encoder, the head path's `HeadPathDecoder`, and an `UpstreamHTTPHandler`) or HTTP/2 (`UpstreamHTTP2Pipeline`;
 /// docs/contract.md §11, `upstream_protocol`). Without TLS: HTTP/1.1 at once.
 /// Confined to the channel's event loop; the connector reads the shape once
 /// `ready` has succeeded.
@@ -67,8 +68,14 @@ final class UpstreamPipeline: @unchecked Sendable {
         var configuration = HTTPRequestEncoder.Configuration()
         configuration.automaticallySetFramingHeaders = false
         let encoder = HTTPRequestEncoder(configuration: configuration)
-        // Bytes after a WebSocket `101` belong to the splice that replaces the decoder.
-        let decoder = ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .forwardBytes))
+        // The head path reads the upstream's answers (PinproxyHTTP1), refusing
+        // all NIO's decoder refuses and some more (docs/contract.md §10), and
+        // hands each head on as its bytes, which go to the app edited, not
+        // remade (`ClientResponseHead.forwarded`). NIO's default limits, as
+        // before. Bytes after a WebSocket `101` belong to the splice that
+        // replaces the decoder (handed on when it goes).
+        let decoder = ByteToMessageHandler(HeadPathDecoder<UpstreamResponseHead>(
+            maxFieldBytes: Self.responseHeadBytes, maxFieldCount: Self.responseFieldCount))
         let validator = NIOHTTPRequestHeadersValidator()
         let handler = UpstreamHTTPHandler(ready: ready, usesTLS: usesTLS)
         // The order and the handlers of NIO's `addHTTPClientHandlers`.
@@ -76,6 +83,11 @@ final class UpstreamPipeline: @unchecked Sendable {
         handler.layers = PipelineLayers(handlers: [validator, encoder], decoders: [decoder])
         return handler
     }
+
+    /// A response head's limits: NIO's decoder's defaults (80 KiB of names
+    /// and values, 65,534 fields), which applied until the head path read it.
+    static let responseHeadBytes = 80 * 1024
+    static let responseFieldCount = 65_534
 }
 
 /// Right after an upstream connection's `TLSHandler`: completes `ready` with

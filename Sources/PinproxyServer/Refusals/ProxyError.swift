@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import PinproxyHTTP1NIO
 import PinproxyMetrics
 import PinproxyPolicy
 import PinproxyTLS
@@ -79,11 +80,11 @@ enum RefusalBody {
         return text + "\r\n" + body
     }
 
-    /// Writes the whole refusal as bytes below the HTTP encoder, then closes
+    /// Writes the whole refusal as bytes below the HTTP writer, then closes
     /// (a response to CONNECT keeps its body only this way).
     static func writeRaw(_ error: ProxyError, context: ChannelHandlerContext) {
         let bytes = ByteBuffer(string: raw(error))
-        guard let encoder = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self) else {
+        guard let encoder = try? context.pipeline.syncOperations.context(handlerType: ResponseWriter.self) else {
             context.close(promise: nil)
             return
         }
@@ -111,6 +112,11 @@ enum Via {
         case (1, 0): return "1.0 pinproxy"
         default: return value
         }
+    }
+
+    /// The same for an HTTP/1 message forwarded as its bytes.
+    static func wireValue(receivedIn version: HTTPVersion) -> StaticString {
+        version.minor == 0 ? "1.0 pinproxy" : "1.1 pinproxy"
     }
 }
 

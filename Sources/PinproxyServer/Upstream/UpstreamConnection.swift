@@ -8,7 +8,7 @@ import PinproxyTLS
 /// Who receives an upstream connection's response: the client-side handler of
 /// the request in flight. Called on the connection's (= the client's) event loop.
 protocol UpstreamResponseReceiver: AnyObject {
-    func upstreamReceived(_ part: HTTPClientResponsePart)
+    func upstreamReceived(_ part: UpstreamResponsePart)
     func upstreamReadComplete()
     func upstreamWritabilityChanged()
     /// The connection failed or closed while this receiver held it.
@@ -145,7 +145,7 @@ protocol UpstreamCloseReporter: AnyObject {
 /// receiver and tells the pool when an idle connection dies. Confined to its
 /// channel's event loop (the connector touches it only from there).
 final class UpstreamHTTPHandler: ChannelInboundHandler, RemovableChannelHandler, UpstreamCloseReporter, @unchecked Sendable {
-    typealias InboundIn = HTTPClientResponsePart
+    typealias InboundIn = UpstreamResponsePart
     typealias OutboundOut = HTTPClientRequestPart
 
     weak var receiver: (any UpstreamResponseReceiver)?
@@ -276,7 +276,7 @@ final class ReceiverHop: UpstreamResponseReceiver, @unchecked Sendable {
         }
     }
 
-    func upstreamReceived(_ part: HTTPClientResponsePart) { deliver { $0.upstreamReceived(part) } }
+    func upstreamReceived(_ part: UpstreamResponsePart) { deliver { $0.upstreamReceived(part) } }
     func upstreamReadComplete() { deliver { $0.upstreamReadComplete() } }
     func upstreamWritabilityChanged() { deliver { $0.upstreamWritabilityChanged() } }
     func upstreamClosed(_ error: (any Error)?) { deliver { $0.upstreamClosed(error) } }

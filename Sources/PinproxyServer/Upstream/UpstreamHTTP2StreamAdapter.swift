@@ -15,7 +15,7 @@ import NIOHTTP2
 /// frame) rather than on an empty DATA frame of its own.
 final class UpstreamHTTP2StreamAdapter: ChannelDuplexHandler {
     typealias InboundIn = HTTP2Frame.FramePayload
-    typealias InboundOut = HTTPClientResponsePart
+    typealias InboundOut = UpstreamResponsePart
     typealias OutboundIn = HTTPClientRequestPart
     typealias OutboundOut = HTTP2Frame.FramePayload
 
@@ -104,7 +104,7 @@ final class UpstreamHTTP2StreamAdapter: ChannelDuplexHandler {
             do {
                 let head = try HTTP2HeaderBlocks.responseHead(headers.headers, request: method, endStream: headers.endStream)
                 if head.status.code >= 200 { response = .receiving }
-                context.fireChannelRead(wrapInboundOut(.head(head)))
+                context.fireChannelRead(wrapInboundOut(.head(.parsed(head))))
                 if headers.endStream { context.fireChannelRead(wrapInboundOut(.end(nil))) }
             } catch {
                 context.fireErrorCaught(error)

@@ -102,9 +102,10 @@ private final class ResponseCollector: UpstreamResponseReceiver, @unchecked Send
         promise.completeWith(result)
     }
 
-    func upstreamReceived(_ part: HTTPClientResponsePart) {
+    func upstreamReceived(_ part: UpstreamResponsePart) {
         switch part {
-        case .head(let head):
+        case .head(let received):
+            let head = received.head
             guard head.status.code >= 200 else { return }  // informational
             status = Int(head.status.code)
             headers = head.headers.map { ($0.name, $0.value) }
