@@ -16,6 +16,8 @@ enum FuzzTarget: String, CaseIterable, Sendable {
     case head
     /// The head path's writers against NIO's encoders and validators on the same parts.
     case write
+    /// An upstream's answer forwarded as its bytes against NIO's decoder, the head edited whole and NIO's encoder.
+    case forward
 }
 
 let selectedTarget: FuzzTarget = {
@@ -49,6 +51,7 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     case .tls: TLSTarget.run(input)
     case .head: HeadTarget.run(input)
     case .write: WriteTarget.run(input)
+    case .forward: ForwardTarget.run(input)
     }
     return 0
 }

@@ -1,5 +1,4 @@
 import NIOCore
-import NIOEmbedded
 import NIOHTTP1
 import PinproxyHTTP1NIO
 @testable import PinproxyServer
@@ -100,84 +99,20 @@ struct ForwardedHeadTests {
 
     // MARK: Running both ways
 
-    struct Both {
-        var forwarded: String
-        var remade: String
-        var keepAlive: (bytes: Bool, nio: Bool)
-    }
-
     /// Nil when a decoder refused the answer.
-    static func both(_ response: String, answering method: HTTPMethod, closing: Bool) throws -> Both? {
-        let nioParts = try? parts(of: response, answering: method, decoder: ByteToMessageHandler(HTTPResponseDecoder()), as: HTTPClientResponsePart.self)
-        let ourParts = try? parts(of: response, answering: method,
-                                  decoder: ByteToMessageHandler(HeadPathDecoder<UpstreamResponseHead>(maxFieldBytes: 80 * 1024, maxFieldCount: 65_534)),
-                                  as: UpstreamResponsePart.self)
-        guard let nioParts else {
-            #expect(ourParts == nil, "the head path reads an answer NIO's decoder refuses: \(response.debugDescription)")
-            return nil
-        }
-        guard let ourParts else { return nil }
-        // NIO's server pipeline, as the app's leg was before.
-        let nio = EmbeddedChannel()
-        defer { _ = try? nio.finish(acceptAlreadyClosed: true) }
-        try nio.pipeline.syncOperations.configureHTTPServerPipeline(withPipeliningAssistance: false, withErrorHandling: false)
-        try nio.writeInbound(ByteBuffer(string: "\(method.rawValue) / HTTP/1.1\r\nHost: x\r\n\r\n"))
-        var nioKeepAlive = false
-        for part in nioParts {
-            switch part {
-            case .head(let head):
-                nioKeepAlive = head.isKeepAlive
-                try nio.writeOutbound(HTTPServerResponsePart.head(MessageRules.clientHead(from: head, closing: closing)))
-            case .body(let body): try nio.writeOutbound(HTTPServerResponsePart.body(.byteBuffer(body)))
-            case .end(let trailers): try nio.writeOutbound(HTTPServerResponsePart.end(trailers))
-            }
-        }
-        // The head path's writer, the head forwarded as bytes.
-        let writer = ResponseWriter()
-        let ours = EmbeddedChannel()
-        defer { _ = try? ours.finish(acceptAlreadyClosed: true) }
-        try ours.pipeline.syncOperations.addHandlers([ByteToMessageHandler(HTTPRequestDecoder()), writer])
-        writer.requestArrived(method)
-        var bytesKeepAlive = false
-        for part in ourParts {
-            switch part {
-            case .head(.bytes(let head)):
-                bytesKeepAlive = UpstreamResponseHead.bytes(head).isKeepAlive
+    static func both(_ response: String, answering method: HTTPMethod, closing: Bool) throws -> ForwardedHeadDifferential.Outcome? {
+        var nioRefusedAlone = false
+        let outcome = try ForwardedHeadDifferential.run(
+            Array(response.utf8), answering: method, closing: closing,
+            remake: { MessageRules.clientHead(from: $0, closing: $1) },
+            persists: { UpstreamResponseHead.bytes($0).isKeepAlive },
+            forward: { writer, head, closing in
                 MessageRules.withForwardedFields(of: head) { keeps in
                     writer.writeForwarded(head, keeps: keeps, via: Via.wireValue(receivedIn: head.version), closing: closing, promise: nil)
                 }
-            case .head(.parsed):
-                Issue.record("the head path made a whole head")
-            case .body(let body): try ours.writeOutbound(HTTPServerResponsePart.body(.byteBuffer(body)))
-            case .end(let trailers): try ours.writeOutbound(HTTPServerResponsePart.end(trailers))
-            }
-        }
-        ours.flush()
-        return Both(forwarded: try written(ours), remade: try written(nio), keepAlive: (bytesKeepAlive, nioKeepAlive))
-    }
-
-    /// The parts an upstream connection's decoder hands on for `response`,
-    /// the answer to a request with `method`; the connection closes after
-    /// it, so that an answer read to the close ends too.
-    static func parts<Part>(of response: String, answering method: HTTPMethod, decoder: some ChannelHandler, as: Part.Type) throws -> [Part] {
-        let channel = EmbeddedChannel()
-        try channel.pipeline.syncOperations.addHandlers([HTTPRequestEncoder(), decoder])
-        try channel.writeOutbound(HTTPClientRequestPart.head(HTTPRequestHead(version: .http1_1, method: method, uri: "/")))
-        try channel.writeOutbound(HTTPClientRequestPart.end(nil))
-        try channel.writeInbound(ByteBuffer(string: response))
-        var parts: [Part] = []
-        while let part = try channel.readInbound(as: Part.self) { parts.append(part) }
-        _ = try? channel.finish(acceptAlreadyClosed: true)
-        while let part = try channel.readInbound(as: Part.self) { parts.append(part) }
-        return parts
-    }
-
-    static func written(_ channel: EmbeddedChannel) throws -> String {
-        var out = ""
-        while let data = try channel.readOutbound(as: IOData.self) {
-            guard case .byteBuffer(let buffer) = data else { continue }
-            out += String(buffer: buffer)
-        }
-        return out
+            },
+            nioRefusedAlone: &nioRefusedAlone)
+        #expect(!nioRefusedAlone, "the head path reads an answer NIO's decoder refuses: \(response.debugDescription)")
+        return outcome
     }
 }
