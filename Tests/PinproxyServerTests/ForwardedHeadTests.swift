@@ -106,11 +106,7 @@ struct ForwardedHeadTests {
             Array(response.utf8), answering: method, closing: closing,
             remake: { MessageRules.clientHead(from: $0, closing: $1) },
             persists: { UpstreamResponseHead.bytes($0).isKeepAlive },
-            forward: { writer, head, closing in
-                MessageRules.withForwardedFields(of: head) { keeps in
-                    writer.writeForwarded(head, keeps: keeps, via: Via.wireValue(receivedIn: head.version), closing: closing, promise: nil)
-                }
-            },
+            forward: { MessageRules.writeForwarded($1, closing: $2, to: $0) },
             nioRefusedAlone: &nioRefusedAlone)
         #expect(!nioRefusedAlone, "the head path reads an answer NIO's decoder refuses: \(response.debugDescription)")
         return outcome

@@ -369,9 +369,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         guard case .forwarded(let bytes, let closing) = head, let responseWriter else {
             return context.write(wrapOutboundOut(.head(head.whole)), promise: nil)
         }
-        MessageRules.withForwardedFields(of: bytes) { keeps in
-            responseWriter.writeForwarded(bytes, keeps: keeps, via: Via.wireValue(receivedIn: bytes.version), closing: closing, promise: nil)
-        }
+        MessageRules.writeForwarded(bytes, closing: closing, to: responseWriter)
     }
 
     private func writeRefusal(_ error: ProxyError, close: Bool, context: ChannelHandlerContext) {

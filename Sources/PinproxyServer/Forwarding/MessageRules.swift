@@ -181,6 +181,16 @@ enum MessageRules {
         }
     }
 
+    /// Hands an upstream's head kept as bytes to the app's HTTP/1.1 writer,
+    /// edited as `clientHead` edits a whole head: the fields
+    /// `withForwardedFields` keeps, then `Via` and, when `closing`,
+    /// `Connection: close`.
+    static func writeForwarded(_ head: ResponseHeadBytes, closing: Bool, to writer: ResponseWriter) {
+        withForwardedFields(of: head) { keeps in
+            writer.writeForwarded(head, keeps: keeps, via: Via.wireValue(receivedIn: head.version), closing: closing, promise: nil)
+        }
+    }
+
     /// `isHopByHop` for a name's bytes.
     static func isHopByHop(_ name: UnsafeRawBufferPointer) -> Bool {
         switch name.count {
