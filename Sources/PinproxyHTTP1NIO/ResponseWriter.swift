@@ -84,8 +84,9 @@ public final class ResponseWriter: ChannelOutboundHandler, RemovableChannelHandl
 
     /// Writes the head an upstream sent (`ResponseHeadBytes`) to the app as a
     /// proxy forwards it, without making it into `HTTPHeaders`: HTTP/1.1 and
-    /// the status's own reason phrase (what NIO's decoder keeps and its
-    /// encoder writes), each field `keeps` keeps, copied from the upstream's
+    /// the code's standard reason phrase (NIO's decoder drops the upstream's
+    /// phrase and its encoder writes the standard one), each field `keeps`
+    /// keeps, copied from the upstream's
     /// bytes and checked as any field is, then `Via: via` and, when
     /// `closing`, `Connection: close`. It is framed as a head written as a
     /// part is, and its body and end follow as parts. The bytes are those
