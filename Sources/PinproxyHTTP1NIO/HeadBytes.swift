@@ -40,19 +40,18 @@ enum HeadBytes {
         let length = name.count + value.count + 4
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: length) { room in
             var at = 0
-            for byte in name {
-                sendable = sendable && isTokenByte(byte)
-                room[at] = byte
-                at += 1
+            func copy(_ bytes: UnsafeRawBufferPointer, _ allowed: (UInt8) -> Bool) {
+                for byte in bytes {
+                    sendable = sendable && allowed(byte)
+                    room[at] = byte
+                    at += 1
+                }
             }
+            copy(name, isTokenByte)
             room[at] = UInt8(ascii: ":")
             room[at + 1] = UInt8(ascii: " ")
             at += 2
-            for byte in value {
-                sendable = sendable && isFieldValueByte(byte)
-                room[at] = byte
-                at += 1
-            }
+            copy(value, isFieldValueByte)
             room[at] = UInt8(ascii: "\r")
             room[at + 1] = UInt8(ascii: "\n")
             return sendable && !skipped ? length : 0
