@@ -51,17 +51,11 @@ enum MessageRules {
         headers = kept
     }
 
-    /// Whether `name` is one of `hopByHop`, without allocating.
+    /// Whether `name` is one of `hopByHop`, without allocating (compared
+    /// over its bytes, as a head kept as bytes is).
     static func isHopByHop(_ name: String) -> Bool {
-        switch name.utf8.count {
-        case 2: return asciiEqualsIgnoringCase(name, "te")
-        case 7: return asciiEqualsIgnoringCase(name, "trailer") || asciiEqualsIgnoringCase(name, "upgrade")
-        case 10: return asciiEqualsIgnoringCase(name, "connection") || asciiEqualsIgnoringCase(name, "keep-alive")
-        case 16: return asciiEqualsIgnoringCase(name, "proxy-connection")
-        case 18: return asciiEqualsIgnoringCase(name, "proxy-authenticate")
-        case 19: return asciiEqualsIgnoringCase(name, "proxy-authorization")
-        default: return false
-        }
+        var name = name
+        return name.withUTF8 { isHopByHop(UnsafeRawBufferPointer($0)) }
     }
 
     /// `text` equals the lowercase ASCII `lower`, ignoring ASCII case.
@@ -191,7 +185,7 @@ enum MessageRules {
         }
     }
 
-    /// `isHopByHop` for a name's bytes.
+    /// Whether a name's bytes spell one of `hopByHop`, ASCII case aside.
     static func isHopByHop(_ name: UnsafeRawBufferPointer) -> Bool {
         switch name.count {
         case 2: return FieldNames.equal(name, "te")
