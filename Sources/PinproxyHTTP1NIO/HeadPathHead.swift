@@ -29,7 +29,7 @@ extension ResponseHeadBytes: ResponseHeadPathHead {
     public static var kind: HeadParser.Kind { .response }
 
     /// A copy of the bytes, for a head made from bytes it cannot keep.
-    public init(_ head: ParsedHead, in bytes: UnsafeRawBufferPointer) {
+    public convenience init(_ head: ParsedHead, in bytes: UnsafeRawBufferPointer) {
         let own = ByteBuffer(bytes: UnsafeRawBufferPointer(rebasing: bytes[0..<head.length]))
         let framing = (try? head.responseFraming(in: bytes, requestHadNoBody: false).get()) ?? .untilClose
         self.init(head, framing: framing, bytes: own)

@@ -6,7 +6,12 @@ import PinproxyHTTP1
 /// path found its pieces in them. A proxy that forwards it copies its fields
 /// from these bytes (`ResponseWriter.writeForwarded`); only what it decides
 /// on is read, and no `HTTPHeaders` or strings are made for the rest.
-public struct ResponseHeadBytes: Equatable, Sendable {
+///
+/// A class, not a struct: its spans are some 120 bytes, and a part that
+/// carries them inline no longer fits `NIOAny`'s inline room, so every
+/// part of the response (head, each body slice, end) was boxed on its way
+/// between handlers. One object for the head costs one allocation instead.
+public final class ResponseHeadBytes: Equatable, Sendable {
     /// The head's bytes, from its first byte to its blank line: a slice of
     /// the bytes read, not a copy.
     public let bytes: ByteBuffer
@@ -44,5 +49,9 @@ public struct ResponseHeadBytes: Equatable, Sendable {
     /// whoever needs one (an HTTP/2 app's stream, a `101`).
     public var head: HTTPResponseHead {
         bytes.withUnsafeReadableBytes { HTTPResponseHead(parsed, in: $0) }
+    }
+
+    public static func == (left: ResponseHeadBytes, right: ResponseHeadBytes) -> Bool {
+        left.bytes == right.bytes && left.parsed == right.parsed && left.framing == right.framing
     }
 }
