@@ -84,7 +84,7 @@ extension ParsedHead {
     /// Whether the request's method is `name`.
     public func method(in bytes: UnsafeRawBufferPointer, is name: StaticString) -> Bool {
         guard method.count == name.utf8CodeUnitCount else { return false }
-        return UnsafeRawBufferPointer(rebasing: bytes[method.start..<method.end])
+        return method.bytes(in: bytes)
             .elementsEqual(UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
     }
 }
@@ -111,8 +111,7 @@ private struct FramingFields {
                 encodingCount += 1
                 if FieldNames.holdsTab(bytes, field) { return .init("a tab in Transfer-Encoding") }
                 // Every element counts, an empty one too: `chunked,` is not `chunked`.
-                encodingTokens += 1 + UnsafeRawBufferPointer(rebasing: bytes[field.value.start..<field.value.end])
-                    .reduce(0) { $1 == 0x2C ? $0 + 1 : $0 }
+                encodingTokens += 1 + field.value.bytes(in: bytes).reduce(0) { $1 == 0x2C ? $0 + 1 : $0 }
                 var last = ByteSpan.empty
                 FieldNames.forEachToken(bytes, field.value) { last = $0 }
                 lastEncodingIsChunked = FieldNames.equal(bytes, last, "chunked")
@@ -138,7 +137,7 @@ private struct FramingFields {
     /// The one `Content-Length`, digits only.
     func length() -> Result<UInt64, FramingRefusal> {
         guard lengthCount == 1 else { return .failure(.init("more than one Content-Length")) }
-        let digits = UnsafeRawBufferPointer(rebasing: bytes[lengthValue.start..<lengthValue.end])
+        let digits = lengthValue.bytes(in: bytes)
         guard !digits.isEmpty, digits.count <= 19, digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
             return .failure(.init("Content-Length is not a number"))
         }
@@ -149,7 +148,7 @@ private struct FramingFields {
 /// Field names and list tokens compared without ASCII case, in place.
 public enum FieldNames {
     static func equal(_ bytes: UnsafeRawBufferPointer, _ span: ByteSpan, _ lowercase: StaticString) -> Bool {
-        equal(UnsafeRawBufferPointer(rebasing: bytes[span.start..<span.end]), lowercase)
+        equal(span.bytes(in: bytes), lowercase)
     }
 
     /// Whether `bytes` spell `lowercase` but for ASCII letters' case.

@@ -12,6 +12,12 @@ public struct ByteSpan: Equatable, Hashable, Sendable {
 
     public var end: Int { start + count }
 
+    /// This span's bytes in `bytes`, the bytes its offsets count from.
+    @inlinable
+    public func bytes(in bytes: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(rebasing: bytes[start..<end])
+    }
+
     public static let empty = ByteSpan(start: 0, count: 0)
 }
 

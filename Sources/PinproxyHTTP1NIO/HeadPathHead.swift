@@ -67,6 +67,6 @@ extension HTTPHeaders {
 
 extension ByteSpan {
     func text(in bytes: UnsafeRawBufferPointer) -> String {
-        String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
+        String(decoding: self.bytes(in: bytes), as: UTF8.self)
     }
 }

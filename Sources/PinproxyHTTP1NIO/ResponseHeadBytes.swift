@@ -40,7 +40,7 @@ public final class ResponseHeadBytes: Equatable, Sendable {
     /// The first value of the field named `lowercaseName`, if it has one.
     public func first(_ lowercaseName: StaticString) -> String? {
         bytes.withUnsafeReadableBytes { bytes in
-            parsed.fields.first { FieldNames.equal(UnsafeRawBufferPointer(rebasing: bytes[$0.name.start..<$0.name.end]), lowercaseName) }
+            parsed.fields.first { FieldNames.equal($0.name.bytes(in: bytes), lowercaseName) }
                 .map { $0.value.text(in: bytes) }
         }
     }

@@ -104,14 +104,19 @@ public final class ResponseWriter: ChannelOutboundHandler, RemovableChannelHandl
         var buffer = context.channel.allocator.buffer(capacity: head.bytes.readableBytes + 64)
         // The head's chunked framing, or nil when a field may not be sent.
         let framed = head.bytes.withUnsafeReadableBytes { bytes -> Bool? in
-            func piece(_ span: ByteSpan) -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: bytes[span.start..<span.end]) }
-            let hasLength = head.parsed.fields.contains { FieldNames.equal(piece($0.name), "content-length") && keeps(piece($0.name)) }
+            let hasLength = head.parsed.fields.contains {
+                let name = $0.name.bytes(in: bytes)
+                return FieldNames.equal(name, "content-length") && keeps(name)
+            }
             let (skip, chunked) = framing(status, version: .http1_1, hasLength: hasLength)
             buffer.writeStaticString("HTTP/1.1")
             Self.writeStatus(status, into: &buffer)
-            for field in head.parsed.fields where keeps(piece(field.name)) {
-                let name = piece(field.name)
-                guard HeadBytes.writeField(name, piece(field.value), into: &buffer, skipped: skip != .none && skip.drops(name)) else { return nil }
+            for field in head.parsed.fields {
+                let name = field.name.bytes(in: bytes)
+                guard keeps(name) else { continue }
+                guard HeadBytes.writeField(name, field.value.bytes(in: bytes), into: &buffer, skipped: skip != .none && skip.drops(name)) else {
+                    return nil
+                }
             }
             buffer.writeStaticString("Via: ")
             buffer.writeStaticString(via)

@@ -159,18 +159,17 @@ enum MessageRules {
     static func withForwardedFields<Result>(of head: ResponseHeadBytes,
                                             _ body: ((UnsafeRawBufferPointer) -> Bool) -> Result) -> Result {
         head.bytes.withUnsafeReadableBytes { bytes in
-            func piece(_ span: ByteSpan) -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: bytes[span.start..<span.end]) }
             var named: [ByteSpan] = []
-            for field in head.parsed.fields where FieldNames.equal(piece(field.name), "connection") {
+            for field in head.parsed.fields where FieldNames.equal(field.name.bytes(in: bytes), "connection") {
                 // `keep-alive` and `close` name nothing that is not removed anyway.
-                let value = piece(field.value)
+                let value = field.value.bytes(in: bytes)
                 if FieldNames.equal(value, "keep-alive") || FieldNames.equal(value, "close") { continue }
                 FieldNames.forEachToken(bytes, field.value) { token in
-                    if !FieldNames.equal(piece(token), "transfer-encoding") { named.append(token) }
+                    if !FieldNames.equal(token.bytes(in: bytes), "transfer-encoding") { named.append(token) }
                 }
             }
             return body { name in
-                !isHopByHop(name) && !named.contains { equalIgnoringCase(piece($0), name) }
+                !isHopByHop(name) && !named.contains { equalIgnoringCase($0.bytes(in: bytes), name) }
             }
         }
     }
