@@ -77,10 +77,10 @@ extension ExchangeStateMachineTests {
             case .responseHead(let status, let keepAlive):
                 var headers = HTTPHeaders([("Content-Length", "10")])
                 if !keepAlive { headers.add(name: "Connection", value: "close") }
-                action = machine.responseHead(HTTPResponseHead(version: .http1_1, status: .init(statusCode: status), headers: headers), now: now)
+                action = machine.responseHead(.parsed(HTTPResponseHead(version: .http1_1, status: .init(statusCode: status), headers: headers)), now: now)
             case .switching:
                 let headers = HTTPHeaders([("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Accept", "abc=")])
-                action = machine.responseHead(HTTPResponseHead(version: .http1_1, status: .switchingProtocols, headers: headers), now: now)
+                action = machine.responseHead(.parsed(HTTPResponseHead(version: .http1_1, status: .switchingProtocols, headers: headers)), now: now)
             case .responseBody(let count):
                 action = machine.responseBody(ByteBuffer(repeating: 0x62, count: count), now: now)
             case .responseEnd:

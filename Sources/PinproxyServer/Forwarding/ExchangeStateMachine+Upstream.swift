@@ -70,11 +70,6 @@ extension ExchangeStateMachine {
 
     // MARK: The response
 
-    /// A head made whole (tests, and what speaks NIO's parts).
-    mutating func responseHead(_ head: HTTPResponseHead, now: NIODeadline) -> Action {
-        responseHead(.parsed(head), now: now)
-    }
-
     /// The upstream's head. One read as bytes goes on to the app as its
     /// bytes, edited (`ClientResponseHead.forwarded`); only a `101` and an
     /// informational answer are made whole here.
