@@ -8,18 +8,24 @@ import PinproxyHTTP1
 /// above cannot tell them apart (`HTTP1Differential` compares the two on the
 /// same bytes). What follows a CONNECT's or an upgrade's head is handed on
 /// as bytes when the decoder is taken out, as NIO's `.forwardBytes` does.
+///
+/// Its methods are inlinable so that a pipeline's concrete decoder
+/// (`UpstreamResponseHeadPathDecoder`) runs them specialized for its `Head`:
+/// NIO's `ByteToMessageHandler` calls a generic conformance's witness, which
+/// ran them unspecialized, looking the parts' types up and casting each
+/// `NIOAny` at run time (issue 33, about 2% of a keep-alive request).
 public struct HeadPathDecoder<Head: HeadPathHead>: ByteToMessageDecoder {
     public typealias InboundOut = HTTPPart<Head, ByteBuffer>
 
-    private var reader: MessageReader
+    @usableFromInline var reader: MessageReader
     /// Responses: whether an informational answer (1xx but 101) is dropped,
     /// as NIO's `.drop` strategy does, rather than handed on.
-    private let dropsInformational: Bool
+    @usableFromInline let dropsInformational: Bool
     /// The parts one `decode` found, handed on once the bytes are let go.
-    private var found: [Found] = []
+    @usableFromInline var found: [Found] = []
 
     /// One part, its body as a place in the bytes given.
-    private enum Found {
+    @usableFromInline enum Found {
         case head(ParsedHead, start: Int, framing: BodyFraming)
         case body(start: Int, count: Int)
         case end(HTTPHeaders?)
@@ -27,13 +33,13 @@ public struct HeadPathDecoder<Head: HeadPathHead>: ByteToMessageDecoder {
 
     /// `maxFieldBytes`, `maxFieldCount`: NIO's `maxHeaderListSize` and
     /// `maxHeaderFieldCount` (pinproxy sets `maxHeaderFieldSize` to the first).
-    public init(maxFieldBytes: Int, maxFieldCount: Int, dropsInformational: Bool = true) {
+    @inlinable public init(maxFieldBytes: Int, maxFieldCount: Int, dropsInformational: Bool = true) {
         reader = MessageReader(parser: HeadParser(kind: Head.kind, maxFieldBytes: maxFieldBytes, maxFieldCount: maxFieldCount))
         self.dropsInformational = dropsInformational
         found.reserveCapacity(4)
     }
 
-    public mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+    @inlinable public mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
         // Moved out while the reader runs, so the two are not both `self`'s
         // at once (and the array keeps its storage from read to read).
         var found = self.found
@@ -85,7 +91,7 @@ public struct HeadPathDecoder<Head: HeadPathHead>: ByteToMessageDecoder {
         return .needMoreData
     }
 
-    public mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
+    @inlinable public mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
         if !reader.hasSwitchedProtocol {
             _ = try decode(context: context, buffer: &buffer)
             if seenEOF {
@@ -109,7 +115,7 @@ public struct HeadPathDecoder<Head: HeadPathHead>: ByteToMessageDecoder {
 extension HeadPathDecoder: WriteObservingByteToMessageDecoder where Head: ResponseHeadPathHead {
     public typealias OutboundIn = HTTPClientRequestPart
 
-    public mutating func write(data: HTTPClientRequestPart) {
+    @inlinable public mutating func write(data: HTTPClientRequestPart) {
         if case .head(let head) = data {
             reader.requestSent(expectingNoBody: head.method == .HEAD || head.method == .CONNECT)
         }
