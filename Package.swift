@@ -265,6 +265,7 @@ let package = Package(
             name: "PinproxyHTTP1Tests",
             dependencies: [
                 "PinproxyHTTP1",
+                "PinproxyHTTP1NIO",
                 "PinproxyTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

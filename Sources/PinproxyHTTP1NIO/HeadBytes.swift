@@ -142,14 +142,24 @@ enum HeadBytes {
         return text.withUTF8 { $0.allSatisfy { byte in contains(byte, low: targetLow, high: targetHigh) } }
     }
 
-    /// tchar: `!#$%&'*+-.^_`|~`, digits and letters (the head parser's class).
+    /// tchar: `!#$%&'*+-.^_`|~`, digits and letters (the head parser's
+    /// `ByteClass.token`, which `HeadBytesTests` compares it with). Masks,
+    /// not the parser's table: a table in another module is reached through
+    /// its lazy global's accessor, a `swift_once` for every byte written
+    /// (issue 33: 0.5% of a keep-alive request).
     @inline(__always)
-    static func isTokenByte(_ byte: UInt8) -> Bool { ByteClass.token[Int(byte)] }
+    static func isTokenByte(_ byte: UInt8) -> Bool { contains(byte, low: tokenLow, high: tokenHigh) }
 
     /// Anything but a control byte; the tab is allowed, and so are bytes
-    /// past ASCII, as NIO lets them through (the head parser's class).
+    /// past ASCII, as NIO lets them through (the head parser's
+    /// `ByteClass.text`, likewise).
     @inline(__always)
-    static func isFieldValueByte(_ byte: UInt8) -> Bool { ByteClass.text[Int(byte)] }
+    static func isFieldValueByte(_ byte: UInt8) -> Bool { byte >= 0x80 || contains(byte, low: textLow, high: textHigh) }
+
+    private static let tokenLow: UInt64 = 0x03FF_6CFA_0000_0000
+    private static let tokenHigh: UInt64 = 0x57FF_FFFF_C7FF_FFFE
+    private static let textLow: UInt64 = 0xFFFF_FFFF_0000_0200
+    private static let textHigh: UInt64 = 0x7FFF_FFFF_FFFF_FFFF
 
     /// unreserved, gen-delims, sub-delims and `%` (RFC 3986), what NIO's
     /// request validator lets a target hold: stricter than the head
