@@ -100,6 +100,20 @@ import Testing
         #expect(HTTP1Differential.headPath(bytes, kind: .response).stop.hasPrefix("refused"))
     }
 
+    /// Where the head path refuses a request NIO's decoder reads, now that
+    /// it reads the app's requests (docs/contract.md §10): an escape in a
+    /// chunk extension. (A raw UTF-8 target and `HTTP/1.2`, which an earlier
+    /// note listed, NIO refuses too: the differential tests hold them.)
+    @Test(arguments: [
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2;a=\"b\\\"c\"\r\nok\r\n0\r\n\r\n",
+    ])
+    func whereTheHeadPathIsStricterThanNIOForRequests(request: String) {
+        let bytes = Array(request.unicodeScalars.map { UInt8(truncatingIfNeeded: $0.value) })
+        let theirs = HTTP1Differential.nio(bytes, kind: .request)
+        #expect(!theirs.messages.isEmpty && !theirs.stop.hasPrefix("refused"), "NIO reads it: \(theirs.stop)")
+        #expect(HTTP1Differential.headPath(bytes, kind: .request).stop.hasPrefix("refused"))
+    }
+
     /// Heads and trailers around NIO's limits (32 fields, 2,048 bytes of
     /// target, names and values for head and trailers together): the head
     /// path refuses exactly where NIO does, not earlier and not later.

@@ -17,7 +17,7 @@ import Testing
 struct PipelineBuilderTests {
     typealias App = ConnectHandlerTests.App
 
-    static let listenerCodec = ["RequestHeadTimer", "RequestDecoder", "ResponseWriter"]
+    static let listenerCodec = ["RequestHeadTimer", "HeadPathRequestDecoder", "ResponseWriter"]
 
     @Test func theListenerIsTheHeadTimerTheServerCodecTheExchangeAndTheConnectHandler() throws {
         let proxy = try EmbeddedProxy()

@@ -4,7 +4,7 @@ import PinproxyHTTP1NIO
 import PinproxyPolicy
 
 /// An HTTP/1.1 server shape, the listener's and an intercepted session's:
-/// head timer, NIO's request decoder, the head path's response writer, and
+/// head timer, the head path's request decoder and response writer, and
 /// the exchange handler on top.
 enum HTTP1ServerPipeline {
     /// Adds the shape at the end of `sync` and tells `exchange` its layers
@@ -16,15 +16,18 @@ enum HTTP1ServerPipeline {
                           exchange: HTTPExchangeHandler, limits: PinproxyConfig.Limits,
                           beforeExchange: (any RemovableChannelHandler)? = nil) throws -> PipelineLayers {
         if !timerInPlace { try sync.addHandler(timer) }
-        // NIO's request decoder, keeping the bytes a client sends right after
-        // its CONNECT head, or after a WebSocket upgrade request, for the
-        // layers or the splice that follow (`.forwardBytes`). Above it the
-        // head path's `ResponseWriter` in place of NIO's response encoder and
+        // The head path's request decoder in NIO's decoder's place, with its
+        // limits: the same parts, refusing all NIO refuses and some more
+        // (docs/contract.md §10), cheaper once specialized (issue 33). It
+        // keeps the bytes a client sends right after its CONNECT head, or
+        // after a WebSocket upgrade request, for the layers or the splice
+        // that follow, as NIO's `.forwardBytes` does. Above it the head
+        // path's `ResponseWriter` in place of NIO's response encoder and
         // outbound validator: the same bytes and refusals for NIO's parts, and
         // an upstream's head forwarded as its own bytes, which NIO's encoder
-        // cannot take (issue 33; bench/README.md).
-        let decoder = ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes,
-                                                              limitConfiguration: ProxyServices.decoderLimits(limits)))
+        // cannot take (bench/README.md).
+        let decoder = ByteToMessageHandler(AppRequestHeadPathDecoder(maxFieldBytes: limits.maxHeaderBytes,
+                                                                     maxFieldCount: MessageRules.maxHeaderCount))
         let writer = ResponseWriter()
         try sync.addHandlers([decoder, writer])
         var handlers: [any RemovableChannelHandler] = [exchange, writer, timer]

@@ -66,15 +66,6 @@ final class ProxyServices: Sendable {
         traffic.bytes(up: record.bytesUp, down: record.bytesDown)
         record.log(to: accessLog)
     }
-
-    /// The decoder limits for request heads (`max_header_bytes`).
-    static func decoderLimits(_ limits: PinproxyConfig.Limits) -> NIOHTTPDecoderLimitConfiguration {
-        var configuration = NIOHTTPDecoderLimitConfiguration()
-        configuration.maxHeaderListSize = limits.maxHeaderBytes
-        configuration.maxHeaderFieldSize = limits.maxHeaderBytes
-        configuration.maxHeaderFieldCount = MessageRules.maxHeaderCount
-        return configuration
-    }
 }
 
 /// The time the services' own decisions read: pin windows and expiry, the
