@@ -165,7 +165,7 @@ enum HTTP1Path {
         switch self {
         case .headPathDecoders:
             try sync.addHandler(HTTPResponseEncoder(), position: .last)
-            try sync.addHandler(ByteToMessageHandler(FloorRequestHeadPathDecoder(maxFieldBytes: 65_536, maxFieldCount: 256)), position: .last)
+            try sync.addHandler(ByteToMessageHandler(FloorRequestHeadPathDecoder(decoder: HeadPathDecoder(maxFieldBytes: 65_536, maxFieldCount: 256))), position: .last)
             return nil
         case .parsedResponses:
             // The responses go to the app as bytes: no encoder.
@@ -186,7 +186,7 @@ enum HTTP1Path {
         switch self {
         case .headPathDecoders:
             try sync.addHandler(HTTPRequestEncoder())
-            try sync.addHandler(ByteToMessageHandler(FloorResponseHeadPathDecoder(maxFieldBytes: 65_536, maxFieldCount: 256)))
+            try sync.addHandler(ByteToMessageHandler(FloorResponseHeadPathDecoder(decoder: HeadPathDecoder(maxFieldBytes: 65_536, maxFieldCount: 256))))
         case .headPathWriters:
             try sync.addHandlers([RequestWriter(), ByteToMessageHandler(HTTPResponseDecoder())])
         case .parsedResponses:

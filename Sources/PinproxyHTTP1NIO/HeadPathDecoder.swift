@@ -9,11 +9,9 @@ import PinproxyHTTP1
 /// same bytes). What follows a CONNECT's or an upgrade's head is handed on
 /// as bytes when the decoder is taken out, as NIO's `.forwardBytes` does.
 ///
-/// Its methods are inlinable so that a pipeline's concrete decoder
-/// (`UpstreamResponseHeadPathDecoder`) runs them specialized for its `Head`:
-/// NIO's `ByteToMessageHandler` calls a generic conformance's witness, which
-/// ran them unspecialized, looking the parts' types up and casting each
-/// `NIOAny` at run time (issue 33, about 2% of a keep-alive request).
+/// A pipeline holds it in a concrete decoder of its own (`HeadPathDecoding`),
+/// and its methods are inlinable, so that they run specialized for the
+/// pipeline's `Head`.
 public struct HeadPathDecoder<Head: HeadPathHead>: ByteToMessageDecoder {
     public typealias InboundOut = HTTPPart<Head, ByteBuffer>
 
@@ -119,5 +117,33 @@ extension HeadPathDecoder: WriteObservingByteToMessageDecoder where Head: Respon
         if case .head(let head) = data {
             reader.requestSent(expectingNoBody: head.method == .HEAD || head.method == .CONNECT)
         }
+    }
+}
+
+/// A pipeline's concrete head path decoder: a type that holds a
+/// `HeadPathDecoder` and gets `decode`, `decodeLast` (and, for responses,
+/// `write`) from here, so that NIO's `ByteToMessageHandler`, which calls its
+/// decoder through the conformance's witness, runs them specialized for the
+/// type's `Head`. A generic `HeadPathDecoder<Head>` handed to NIO directly
+/// ran unspecialized, looking each part's type up and casting each `NIOAny`
+/// at run time (issue 33).
+public protocol HeadPathDecoding: ByteToMessageDecoder where InboundOut == HTTPPart<Head, ByteBuffer> {
+    associatedtype Head: HeadPathHead
+    var decoder: HeadPathDecoder<Head> { get set }
+}
+
+extension HeadPathDecoding {
+    @inlinable public mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        try decoder.decode(context: context, buffer: &buffer)
+    }
+
+    @inlinable public mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
+        try decoder.decodeLast(context: context, buffer: &buffer, seenEOF: seenEOF)
+    }
+}
+
+extension HeadPathDecoding where Self: WriteObservingByteToMessageDecoder, Head: ResponseHeadPathHead, OutboundIn == HTTPClientRequestPart {
+    @inlinable public mutating func write(data: HTTPClientRequestPart) {
+        decoder.write(data: data)
     }
 }

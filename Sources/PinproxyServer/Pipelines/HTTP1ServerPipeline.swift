@@ -26,8 +26,8 @@ enum HTTP1ServerPipeline {
         // outbound validator: the same bytes and refusals for NIO's parts, and
         // an upstream's head forwarded as its own bytes, which NIO's encoder
         // cannot take (bench/README.md).
-        let decoder = ByteToMessageHandler(AppRequestHeadPathDecoder(maxFieldBytes: limits.maxHeaderBytes,
-                                                                     maxFieldCount: MessageRules.maxHeaderCount))
+        let decoder = ByteToMessageHandler(AppRequestHeadPathDecoder(decoder: HeadPathDecoder(
+            maxFieldBytes: limits.maxHeaderBytes, maxFieldCount: MessageRules.maxHeaderCount)))
         let writer = ResponseWriter()
         try sync.addHandlers([decoder, writer])
         var handlers: [any RemovableChannelHandler] = [exchange, writer, timer]

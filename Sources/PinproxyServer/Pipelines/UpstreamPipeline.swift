@@ -74,8 +74,8 @@ final class UpstreamPipeline: @unchecked Sendable {
         // remade (`ClientResponseHead.forwarded`). NIO's default limits, as
         // before. Bytes after a WebSocket `101` belong to the splice that
         // replaces the decoder (handed on when it goes).
-        let decoder = ByteToMessageHandler(UpstreamResponseHeadPathDecoder(
-            maxFieldBytes: Self.responseHeadBytes, maxFieldCount: Self.responseFieldCount))
+        let decoder = ByteToMessageHandler(UpstreamResponseHeadPathDecoder(decoder: HeadPathDecoder(
+            maxFieldBytes: Self.responseHeadBytes, maxFieldCount: Self.responseFieldCount)))
         let validator = NIOHTTPRequestHeadersValidator()
         let handler = UpstreamHTTPHandler(ready: ready, usesTLS: usesTLS)
         // The order and the handlers of NIO's `addHTTPClientHandlers`.
