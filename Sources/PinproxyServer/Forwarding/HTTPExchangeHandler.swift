@@ -113,13 +113,9 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         switch error {
         case let parser as HTTPParserError:
-            let refusal = parser == .headerOverflow
-                ? ProxyError(.badRequest, host: nil, detail: "request head larger than max_header_bytes (\(limits.maxHeaderBytes) bytes)",
-                             status: .requestHeaderFieldsTooLarge)
-                : ProxyError(.badRequest, host: nil, detail: "malformed HTTP request: \(parser)")
-            execute(machine.parserFailed(refusal, now: .now()), context: context)
+            execute(machine.parserFailed(UnreadableRequest.refusal(parser, limits: limits), now: .now()), context: context)
         case let refused as MessageRefusal:
-            execute(machine.parserFailed(Self.refusal(of: refused, limits: limits), now: .now()), context: context)
+            execute(machine.parserFailed(UnreadableRequest.refusal(refused, limits: limits), now: .now()), context: context)
         case let tls as TLSError:
             // The handshake itself was `ClientHandshakeReporter`'s, before these layers existed.
             clientTLSEndedAfterHandshake(tls)
@@ -127,23 +123,6 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         default:
             services.logger.debug("client connection error", metadata: ["client": "\(clientAddress)", "error": "\(error)"])
             context.close(promise: nil)
-        }
-    }
-
-    /// What the app is answered when the head path's decoder refuses its
-    /// request: a head over the limits is 431, as NIO's `headerOverflow`
-    /// was; framing the decoder refuses is worded as the router words the
-    /// framing it refuses (an HTTP/2 stream's); anything else is 400.
-    static func refusal(of refused: MessageRefusal, limits: PinproxyConfig.Limits) -> ProxyError {
-        switch refused {
-        case .head(.tooLarge), .head(.tooManyFields):
-            return ProxyError(.badRequest, host: nil,
-                              detail: "request head larger than max_header_bytes (\(limits.maxHeaderBytes) bytes) or with more than \(MessageRules.maxHeaderCount) fields",
-                              status: .requestHeaderFieldsTooLarge)
-        case .framing(let framing):
-            return ProxyError(.badRequest, host: nil, detail: "ambiguous message framing: \(framing.reason)")
-        case .head, .chunked, .afterLastMessage, .unsolicitedResponse, .cutOff:
-            return ProxyError(.badRequest, host: nil, detail: "malformed HTTP request: \(refused)")
         }
     }
 
