@@ -54,6 +54,7 @@ public struct HeadParser: Sendable {
             // reached (an upstream that sends garbage and waits is answered
             // at once, not at its timeout).
             if let refusal = earlyRefusal(bytes, newFrom: searchedTo) { return .refused(refusal) }
+            if let refusal = startLineRefusal(bytes) { return .refused(refusal) }
             searchedTo = max(0, bytes.count - 3)
             return bytes.count > maxHeadBytes ? .refused(.tooLarge) : .incomplete
         }
@@ -98,6 +99,23 @@ public struct HeadParser: Sendable {
 
     private static let responsePrefix = Array("HTTP/".utf8)
 
+    /// Why a head's start line, once its CRLF has come, cannot start a head:
+    /// read as the whole head's reading reads it, so it refuses the same,
+    /// only sooner (a bad target or version is refused as NIO's decoder
+    /// refuses it, not at the head's end or at the head timer's). The line
+    /// ends in CRLF, so the reading stays inside it; a bare LF first is left
+    /// to the whole head's reading.
+    private func startLineRefusal(_ bytes: UnsafeRawBufferPointer) -> HeadRefusal? {
+        guard let lineFeed = bytes.firstIndex(of: 0x0A), lineFeed > 0, bytes[lineFeed - 1] == 0x0D else { return nil }
+        var reader = HeadReader(bytes: UnsafeRawBufferPointer(rebasing: bytes[0...lineFeed]), parser: self)
+        do {
+            try reader.readStartLine()
+            return nil
+        } catch {
+            return error
+        }
+    }
+
     /// The length of the head, its closing CRLF CRLF included, if `bytes`
     /// holds its end.
     static func endOfHead(_ bytes: UnsafeRawBufferPointer, from start: Int) -> Int? {
@@ -139,12 +157,7 @@ private struct HeadReader {
     mutating func read() throws(HeadRefusal) -> ParsedHead {
         var head = ParsedHead(length: bytes.count, minorVersion: 1, method: .empty, target: .empty,
                               status: 0, reason: .empty, fields: [])
-        switch parser.kind {
-        case .request:
-            try readRequestLine(into: &head)
-        case .response:
-            try readStatusLine(into: &head)
-        }
+        try readStartLine(into: &head)
         head.fields.reserveCapacity(12)
         // The field lines, up to the empty line that ends the head.
         while bytes[index] != 0x0D {
@@ -157,6 +170,22 @@ private struct HeadReader {
     }
 
     // MARK: Start lines
+
+    mutating func readStartLine(into head: inout ParsedHead) throws(HeadRefusal) {
+        switch parser.kind {
+        case .request:
+            try readRequestLine(into: &head)
+        case .response:
+            try readStatusLine(into: &head)
+        }
+    }
+
+    /// The start line alone, in bytes that end with its CRLF.
+    mutating func readStartLine() throws(HeadRefusal) {
+        var head = ParsedHead(length: bytes.count, minorVersion: 1, method: .empty, target: .empty,
+                              status: 0, reason: .empty, fields: [])
+        try readStartLine(into: &head)
+    }
 
     private mutating func readRequestLine(into head: inout ParsedHead) throws(HeadRefusal) {
         let methodStart = index

@@ -18,6 +18,42 @@ import Testing
         String(decoding: Array(text.utf8)[span.start..<span.end], as: UTF8.self)
     }
 
+    /// A start line that cannot start a head is refused once its CRLF has
+    /// come, as NIO's decoder refuses it, not when the head ends: an app
+    /// that sends half a bad head and waits is answered at once. A good
+    /// start line leaves the head incomplete, and a bare LF is left to the
+    /// whole head's reading.
+    @Test(arguments: [
+        ("GET /caf\u{E9} HTTP/1.1\r\nHost: x\r\n", HeadRefusal.badTarget),
+        ("GET / HTTP/1.2\r\nHost: x\r\n", .badVersion),
+        ("GET / HTTP/1.1 \r\n", .badVersion),
+        ("GET / HTTP/1.1\rX\r\n", .bareLineEnd),
+    ])
+    func aBadStartLineIsRefusedBeforeTheHeadEnds(text: String, refusal: HeadRefusal) {
+        guard case .refused(let found) = parse(text) else {
+            Issue.record("\(text.debugDescription) was not refused")
+            return
+        }
+        #expect(found == refusal)
+    }
+
+    @Test func aGoodStartLineWaitsForTheRestOfTheHead() {
+        for text in ["GET / HTTP/1.1\r\n", "GET / HTTP/1.1\r\nHost: x\r\n", "GET / HTTP/1.1\nHost: x\r\n", "GET / HTT"] {
+            guard case .incomplete = parse(text) else {
+                Issue.record("\(text.debugDescription) was not left incomplete")
+                continue
+            }
+        }
+        guard case .incomplete = parse("HTTP/1.1 200 OK\r\nServer: t\r\n", responses) else {
+            Issue.record("a good status line was not left incomplete")
+            return
+        }
+        guard case .refused(.badStatus) = parse("HTTP/1.1 2x0 OK\r\nServer: t\r\n", responses) else {
+            Issue.record("a bad status line was not refused at once")
+            return
+        }
+    }
+
     @Test func aRequestHeadIsReadAsSpansOfItsBytes() throws {
         let text = "GET /a?b=c HTTP/1.1\r\nHost: example.test\r\nAccept:  */* \t\r\nX-Empty:\r\n\r\nbody"
         let head = try #require(readHead(text))
