@@ -10,9 +10,10 @@
 /// the version is `HTTP/1.0` or `HTTP/1.1` exactly.
 ///
 /// It is a pure function of the bytes: it looks for the head's end (the
-/// first empty line) and parses only a complete head, so a head that
-/// arrives a byte at a time is scanned once, not parsed once per byte
-/// (`searchedTo`). The framing of the body that follows is not its concern.
+/// first empty line) and parses only a complete head, but for its start
+/// line, read once as soon as it is whole; so a head that arrives a byte at
+/// a time is scanned once, not parsed once per byte (`Search`). The
+/// framing of the body that follows is not its concern.
 public struct HeadParser: Sendable {
     public enum Kind: Sendable {
         case request
@@ -44,18 +45,31 @@ public struct HeadParser: Sendable {
     /// be, and room for a start line.
     public var maxHeadBytes: Int { 2 * maxFieldBytes + 1024 }
 
-    /// Parses the head at the start of `bytes`. `searchedTo`: how far earlier
-    /// calls on the same bytes looked for its end without finding it (0 at
-    /// first); updated, so the next call looks only at what is new.
-    public func parse(_ bytes: UnsafeRawBufferPointer, searchedTo: inout Int) -> Outcome {
-        guard let length = Self.endOfHead(bytes, from: searchedTo) else {
+    /// How far earlier calls on the same bytes looked at a head that had
+    /// not ended, so that the next call looks only at what is new.
+    public struct Search: Equatable, Sendable {
+        /// Searched this far for the head's end.
+        public var searchedTo = 0
+        /// Where the start line's CRLF ended, once an earlier call found it
+        /// (and read the line without refusing it).
+        var startLineEnd: Int?
+
+        public init() {}
+    }
+
+    /// Parses the head at the start of `bytes`. `search`: what earlier
+    /// calls on the same bytes found (a new `Search` at first); updated.
+    public func parse(_ bytes: UnsafeRawBufferPointer, search: inout Search) -> Outcome {
+        guard let length = Self.endOfHead(bytes, from: search.searchedTo) else {
             // Bytes no head can hold are refused as they come, as NIO's
             // decoder refuses them, not once the head's end or bound is
             // reached (an upstream that sends garbage and waits is answered
             // at once, not at its timeout).
-            if let refusal = earlyRefusal(bytes, newFrom: searchedTo) { return .refused(refusal) }
-            if let refusal = startLineRefusal(bytes) { return .refused(refusal) }
-            searchedTo = max(0, bytes.count - 3)
+            if let refusal = earlyRefusal(bytes, newFrom: search.searchedTo) { return .refused(refusal) }
+            if search.startLineEnd == nil, let refusal = startLineRefusal(bytes, newFrom: search.searchedTo, search: &search) {
+                return .refused(refusal)
+            }
+            search.searchedTo = max(0, bytes.count - 3)
             return bytes.count > maxHeadBytes ? .refused(.tooLarge) : .incomplete
         }
         guard length <= maxHeadBytes else { return .refused(.tooLarge) }
@@ -69,8 +83,8 @@ public struct HeadParser: Sendable {
 
     /// Parses a whole head held in `bytes` (tests and fuzzing).
     public func parse(_ bytes: UnsafeRawBufferPointer) -> Outcome {
-        var searched = 0
-        return parse(bytes, searchedTo: &searched)
+        var search = Search()
+        return parse(bytes, search: &search)
     }
 
     /// Why the start of a head that has not ended cannot be one: a response
@@ -102,11 +116,18 @@ public struct HeadParser: Sendable {
     /// Why a head's start line, once its CRLF has come, cannot start a head:
     /// read as the whole head's reading reads it, so it refuses the same,
     /// only sooner (a bad target or version is refused as NIO's decoder
-    /// refuses it, not at the head's end or at the head timer's). The line
-    /// ends in CRLF, so the reading stays inside it; a bare LF first is left
-    /// to the whole head's reading.
-    private func startLineRefusal(_ bytes: UnsafeRawBufferPointer) -> HeadRefusal? {
-        guard let lineFeed = bytes.firstIndex(of: 0x0A), lineFeed > 0, bytes[lineFeed - 1] == 0x0D else { return nil }
+    /// refuses it, not at the head's end or at the head timer's). Only the
+    /// bytes from `newFrom` on are searched for its end, and a line read
+    /// once is not read again (`search`), so a head sent a byte at a time
+    /// costs no more than one sent whole. The line ends in CRLF, so the
+    /// reading stays inside it; a bare LF first is left to the whole head's
+    /// reading.
+    private func startLineRefusal(_ bytes: UnsafeRawBufferPointer, newFrom: Int, search: inout Search) -> HeadRefusal? {
+        guard let lineFeed = UnsafeRawBufferPointer(rebasing: bytes[newFrom...]).firstIndex(of: 0x0A).map({ newFrom + $0 }) else {
+            return nil
+        }
+        search.startLineEnd = lineFeed + 1
+        guard lineFeed > 0, bytes[lineFeed - 1] == 0x0D else { return nil }
         var reader = HeadReader(bytes: UnsafeRawBufferPointer(rebasing: bytes[0...lineFeed]), parser: self)
         do {
             try reader.readStartLine()

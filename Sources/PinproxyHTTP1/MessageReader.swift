@@ -18,7 +18,7 @@ public struct MessageReader: Sendable {
     enum State: Sendable {
         /// Between messages, or in a head whose end has not come: searched
         /// this far for it.
-        case head(searchedTo: Int)
+        case head(HeadParser.Search)
         /// In a body of so many more bytes.
         case length(UInt64)
         case chunked(ChunkedBody)
@@ -32,7 +32,7 @@ public struct MessageReader: Sendable {
     }
 
     public let parser: HeadParser
-    private(set) var state = State.head(searchedTo: 0)
+    private(set) var state = State.head(HeadParser.Search())
     /// Whether the message being read ends its connection, or ends HTTP/1
     /// on it (an upgrade request, once its body is read).
     private var lastOnConnection = false
@@ -64,11 +64,11 @@ public struct MessageReader: Sendable {
         while offset < bytes.count {
             let rest = UnsafeRawBufferPointer(rebasing: bytes[offset...])
             switch state {
-            case .head(var searched):
-                let outcome = parser.parse(rest, searchedTo: &searched)
+            case .head(var search):
+                let outcome = parser.parse(rest, search: &search)
                 switch outcome {
                 case .incomplete:
-                    state = .head(searchedTo: searched)
+                    state = .head(search)
                     return offset
                 case .refused(let refusal):
                     throw .head(refusal)
@@ -140,7 +140,7 @@ public struct MessageReader: Sendable {
                 // It ends its connection as any message does (NIO refuses
                 // what follows an HTTP/1.0 `100` without keep-alive).
                 emit(.head(head, at: offset, framing: .none))
-                state = head.connectionOptions(in: bytes).persists ? .head(searchedTo: 0) : .closed
+                state = head.connectionOptions(in: bytes).persists ? .head(HeadParser.Search()) : .closed
                 return
             }
         }
@@ -162,7 +162,7 @@ public struct MessageReader: Sendable {
 
     private mutating func finishMessage(trailers: [(name: ArraySlice<UInt8>, value: ArraySlice<UInt8>)], _ emit: (Event) -> Void) {
         emit(.end(trailers: trailers))
-        state = upgradesAfter ? .switched : lastOnConnection ? .closed : .head(searchedTo: 0)
+        state = upgradesAfter ? .switched : lastOnConnection ? .closed : .head(HeadParser.Search())
     }
 }
 

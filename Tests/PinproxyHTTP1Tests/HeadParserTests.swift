@@ -37,6 +37,24 @@ import Testing
         #expect(found == refusal)
     }
 
+    /// A head that arrives a byte at a time: a good one waits at every
+    /// byte for its end; a bad start line is refused at its LF, not before
+    /// and not at the head's end.
+    @Test func aStartLineSentAByteAtATimeIsJudgedAtItsLineFeed() {
+        let bytes = Array("GET /a HTTP/1.1\r\nHost: a\r\nX: b\r\n\r\n".utf8)
+        var search = HeadParser.Search()
+        for cut in 1..<bytes.count {
+            #expect(bytes[0..<cut].withUnsafeBytes { requests.parse($0, search: &search) } == .incomplete, "cut at \(cut)")
+        }
+        let bad = Array("GET /caf\u{E9} HTTP/1.1\r\nHost: a\r\n".utf8)
+        search = HeadParser.Search()
+        var refusedAt: Int?
+        for cut in 1...bad.count where refusedAt == nil {
+            if case .refused(.badTarget) = bad[0..<cut].withUnsafeBytes({ requests.parse($0, search: &search) }) { refusedAt = cut }
+        }
+        #expect(refusedAt == Array("GET /caf\u{E9} HTTP/1.1\r\n".utf8).count)
+    }
+
     @Test func aGoodStartLineWaitsForTheRestOfTheHead() {
         for text in ["GET / HTTP/1.1\r\n", "GET / HTTP/1.1\r\nHost: x\r\n", "GET / HTTP/1.1\nHost: x\r\n", "GET / HTT"] {
             guard case .incomplete = parse(text) else {
@@ -104,13 +122,13 @@ import Testing
 
     @Test func anEndSearchedInPiecesIsFoundOnce() {
         let bytes = Array("GET / HTTP/1.1\r\nHost: a\r\n\r\n".utf8)
-        var searched = 0
+        var search = HeadParser.Search()
         for cut in 1..<bytes.count {
-            let outcome = bytes[0..<cut].withUnsafeBytes { requests.parse($0, searchedTo: &searched) }
+            let outcome = bytes[0..<cut].withUnsafeBytes { requests.parse($0, search: &search) }
             #expect(outcome == .incomplete, "cut at \(cut)")
-            #expect(searched <= cut)
+            #expect(search.searchedTo <= cut)
         }
-        let whole = bytes.withUnsafeBytes { requests.parse($0, searchedTo: &searched) }
+        let whole = bytes.withUnsafeBytes { requests.parse($0, search: &search) }
         guard case .head(let head) = whole else {
             Issue.record("the whole head was not read: \(whole)")
             return
