@@ -50,9 +50,9 @@ public struct HeadParser: Sendable {
     public struct Search: Equatable, Sendable {
         /// Searched this far for the head's end.
         public var searchedTo = 0
-        /// Where the start line's CRLF ended, once an earlier call found it
-        /// (and read the line without refusing it).
-        var startLineEnd: Int?
+        /// Whether an earlier call found the start line's end (and read
+        /// the line without refusing it).
+        var startLineFound = false
 
         public init() {}
     }
@@ -66,7 +66,7 @@ public struct HeadParser: Sendable {
             // reached (an upstream that sends garbage and waits is answered
             // at once, not at its timeout).
             if let refusal = earlyRefusal(bytes, newFrom: search.searchedTo) { return .refused(refusal) }
-            if search.startLineEnd == nil, let refusal = startLineRefusal(bytes, newFrom: search.searchedTo, search: &search) {
+            if !search.startLineFound, let refusal = startLineRefusal(bytes, newFrom: search.searchedTo, search: &search) {
                 return .refused(refusal)
             }
             search.searchedTo = max(0, bytes.count - 3)
@@ -126,11 +126,11 @@ public struct HeadParser: Sendable {
         guard let lineFeed = UnsafeRawBufferPointer(rebasing: bytes[newFrom...]).firstIndex(of: 0x0A).map({ newFrom + $0 }) else {
             return nil
         }
-        search.startLineEnd = lineFeed + 1
+        search.startLineFound = true
         guard lineFeed > 0, bytes[lineFeed - 1] == 0x0D else { return nil }
         var reader = HeadReader(bytes: UnsafeRawBufferPointer(rebasing: bytes[0...lineFeed]), parser: self)
         do {
-            try reader.readStartLine()
+            _ = try reader.readStartLine()
             return nil
         } catch {
             return error
@@ -176,9 +176,7 @@ private struct HeadReader {
     }
 
     mutating func read() throws(HeadRefusal) -> ParsedHead {
-        var head = ParsedHead(length: bytes.count, minorVersion: 1, method: .empty, target: .empty,
-                              status: 0, reason: .empty, fields: [])
-        try readStartLine(into: &head)
+        var head = try readStartLine()
         head.fields.reserveCapacity(12)
         // The field lines, up to the empty line that ends the head.
         while bytes[index] != 0x0D {
@@ -192,20 +190,19 @@ private struct HeadReader {
 
     // MARK: Start lines
 
-    mutating func readStartLine(into head: inout ParsedHead) throws(HeadRefusal) {
+    /// The head with its start line read and no fields yet: the whole
+    /// head's first step, or the start line alone in bytes that end with
+    /// its CRLF.
+    mutating func readStartLine() throws(HeadRefusal) -> ParsedHead {
+        var head = ParsedHead(length: bytes.count, minorVersion: 1, method: .empty, target: .empty,
+                              status: 0, reason: .empty, fields: [])
         switch parser.kind {
         case .request:
             try readRequestLine(into: &head)
         case .response:
             try readStatusLine(into: &head)
         }
-    }
-
-    /// The start line alone, in bytes that end with its CRLF.
-    mutating func readStartLine() throws(HeadRefusal) {
-        var head = ParsedHead(length: bytes.count, minorVersion: 1, method: .empty, target: .empty,
-                              status: 0, reason: .empty, fields: [])
-        try readStartLine(into: &head)
+        return head
     }
 
     private mutating func readRequestLine(into head: inout ParsedHead) throws(HeadRefusal) {
