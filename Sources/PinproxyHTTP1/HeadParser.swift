@@ -10,10 +10,11 @@
 /// the version is `HTTP/1.0` or `HTTP/1.1` exactly.
 ///
 /// It is a pure function of the bytes: it looks for the head's end (the
-/// first empty line) and parses only a complete head, but for its start
-/// line, read once as soon as it is whole; so a head that arrives a byte at
-/// a time is scanned once, not parsed once per byte (`Search`). The
-/// framing of the body that follows is not its concern.
+/// first empty line) and reads each line once, as soon as its CRLF has come
+/// (a bad line is refused then, as NIO's decoder refuses it, not at the
+/// head's end or at a timeout), and the whole head once it has ended; so a
+/// head that arrives a byte at a time is scanned once, not parsed once per
+/// byte (`Search`). The framing of the body that follows is not its concern.
 public struct HeadParser: Sendable {
     public enum Kind: Sendable {
         case request
@@ -53,6 +54,15 @@ public struct HeadParser: Sendable {
         /// Whether an earlier call found the start line's end (and read
         /// the line without refusing it).
         var startLineFound = false
+        /// Where the first field line not yet read begins: each is read as
+        /// soon as its CRLF has come, once (0: none read early, or the
+        /// early reading stopped at a line that does not end in CRLF, and
+        /// the rest is left to the whole head's reading).
+        var fieldsFrom = 0
+        /// What the lines read early counted against `maxFieldBytes` (the
+        /// target's bytes included), and how many fields they were.
+        var counted = 0
+        var fields = 0
 
         public init() {}
     }
@@ -69,6 +79,7 @@ public struct HeadParser: Sendable {
             if !search.startLineFound, let refusal = startLineRefusal(bytes, newFrom: search.searchedTo, search: &search) {
                 return .refused(refusal)
             }
+            if let refusal = fieldLineRefusal(bytes, newFrom: search.searchedTo, search: &search) { return .refused(refusal) }
             search.searchedTo = max(0, bytes.count - 3)
             return bytes.count > maxHeadBytes ? .refused(.tooLarge) : .incomplete
         }
@@ -131,10 +142,53 @@ public struct HeadParser: Sendable {
         var reader = HeadReader(bytes: UnsafeRawBufferPointer(rebasing: bytes[0...lineFeed]), parser: self)
         do {
             _ = try reader.readStartLine()
+            // The field lines are read from here as they come.
+            search.fieldsFrom = lineFeed + 1
+            search.counted = reader.counted
             return nil
         } catch {
             return error
         }
+    }
+
+    /// Why a field line, once its CRLF has come, cannot be one: read in
+    /// order as the whole head's reading reads it, from where the last one
+    /// ended and with what the lines before it counted, so it refuses the
+    /// same field line with the same reason, only sooner (a bad name, a
+    /// folded line, a value with a bare CR, one field or one byte over the
+    /// limits), as NIO's decoder refuses it. Each line is read once, and
+    /// its LF is searched for only in bytes no earlier call searched
+    /// (`newFrom`, a few bytes back): every LF before those ended a line
+    /// read then. A line that does not end in CRLF stops the early reading
+    /// and is left to the whole head's.
+    private func fieldLineRefusal(_ bytes: UnsafeRawBufferPointer, newFrom: Int, search: inout Search) -> HeadRefusal? {
+        var lineStart = search.fieldsFrom
+        guard lineStart > 0 else { return nil }
+        var searchFrom = max(lineStart, newFrom)
+        while searchFrom < bytes.count,
+              let lineFeed = UnsafeRawBufferPointer(rebasing: bytes[searchFrom...]).firstIndex(of: 0x0A).map({ searchFrom + $0 }) {
+            guard lineFeed > lineStart, bytes[lineFeed - 1] == 0x0D else {
+                search.fieldsFrom = 0
+                return nil
+            }
+            // A CR first ends the fields for the whole head's reading; not
+            // followed by LF (this is no head's end), it is a bare CR.
+            if bytes[lineStart] == 0x0D { return .bareLineEnd }
+            guard search.fields < maxFieldCount else { return .tooManyFields }
+            var reader = HeadReader(bytes: UnsafeRawBufferPointer(rebasing: bytes[0...lineFeed]), parser: self,
+                                    at: lineStart, counted: search.counted)
+            do {
+                _ = try reader.readFieldLine()
+            } catch {
+                return error
+            }
+            search.counted = reader.counted
+            search.fields += 1
+            lineStart = lineFeed + 1
+            search.fieldsFrom = lineStart
+            searchFrom = lineStart
+        }
+        return nil
     }
 
     /// The length of the head, its closing CRLF CRLF included, if `bytes`
@@ -173,6 +227,14 @@ private struct HeadReader {
     init(bytes: UnsafeRawBufferPointer, parser: HeadParser) {
         self.bytes = bytes
         self.parser = parser
+    }
+
+    /// A reader that resumes at `index`, where a line begins, with what
+    /// the lines before it counted (the early reading of field lines).
+    init(bytes: UnsafeRawBufferPointer, parser: HeadParser, at index: Int, counted: Int) {
+        self.init(bytes: bytes, parser: parser)
+        self.index = index
+        self.counted = counted
     }
 
     mutating func read() throws(HeadRefusal) -> ParsedHead {
@@ -271,7 +333,8 @@ private struct HeadReader {
 
     // MARK: Field lines
 
-    private mutating func readFieldLine() throws(HeadRefusal) -> FieldSpan {
+    /// One field line, with its CRLF: its bytes end at their LF at the latest.
+    mutating func readFieldLine() throws(HeadRefusal) -> FieldSpan {
         let nameStart = index
         if bytes[nameStart] == 0x20 || bytes[nameStart] == 0x09 { throw .foldedLine }
         while ByteClass.token[Int(bytes[index])] { index += 1 }

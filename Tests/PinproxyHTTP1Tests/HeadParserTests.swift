@@ -55,6 +55,68 @@ import Testing
         #expect(refusedAt == Array("GET /caf\u{E9} HTTP/1.1\r\n".utf8).count)
     }
 
+    /// A field line that cannot be one is refused once its CRLF has come,
+    /// with the reason the whole head's reading gives: an app (or an
+    /// upstream) that sends a bad field and waits is answered at once, as
+    /// NIO's decoder answers it, not at the head timer.
+    @Test(arguments: [
+        ("GET / HTTP/1.1\r\nHost: x\r\nBad Name: y\r\n", HeadRefusal.badFieldName),
+        ("GET / HTTP/1.1\r\nNoColon\r\n", .badFieldName),
+        ("GET / HTTP/1.1\r\n: empty name\r\n", .badFieldName),
+        ("GET / HTTP/1.1\r\nHost: x\r\n folded\r\n", .foldedLine),
+        ("GET / HTTP/1.1\r\nX: a\rb\r\n", .bareLineEnd),
+        ("GET / HTTP/1.1\r\nHost: x\r\n\rX\r\n", .bareLineEnd),
+        ("GET / HTTP/1.1\r\nX: \(String(repeating: "v", count: 2100))\r\n", .tooLarge),
+        ("GET / HTTP/1.1\r\n" + (0..<9).map { "F\($0): v\r\n" }.joined(), .tooManyFields),
+    ])
+    func aBadFieldLineIsRefusedBeforeTheHeadEnds(text: String, refusal: HeadRefusal) {
+        #expect(parse(text) == .refused(refusal), "\(text.prefix(60).debugDescription)")
+        // The same line with the head ended: the same refusal.
+        #expect(parse(text + "\r\n") == .refused(refusal), "\(text.prefix(60).debugDescription), whole")
+    }
+
+    @Test func aBadFieldLineOfAResponseIsRefusedBeforeTheHeadEnds() {
+        #expect(parse("HTTP/1.1 200 OK\r\nServer: t\r\nBad Name: x\r\n", responses) == .refused(.badFieldName))
+    }
+
+    /// Heads sent a byte at a time, with one `Search` across the calls: a
+    /// good head is incomplete until its last byte and then read as it is
+    /// read whole; a bad one is refused at the LF of its first bad line,
+    /// with the reason its whole reading gives. A line that does not end
+    /// in CRLF is left to the whole head's reading.
+    @Test func headsSentAByteAtATimeAreJudgedLineByLineAsTheWholeHead() {
+        let heads = [
+            "GET /a HTTP/1.1\r\nHost: a\r\nX-Long: \(String(repeating: "x", count: 300))\r\nY: b\r\n\r\n",
+            "GET /a HTTP/1.1\r\nHost: a\r\nBad Name: b\r\nY: c\r\n\r\n",
+            "GET /a HTTP/1.1\r\nHost: a\r\n folded\r\n\r\n",
+            "GET /a HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\nE: 5\r\nF: 6\r\nG: 7\r\nH: 8\r\nI: 9\r\n\r\n",
+            "GET /a HTTP/1.1\r\nA: \(String(repeating: "x", count: 1500))\r\nB: \(String(repeating: "y", count: 600))\r\n\r\n",
+        ]
+        for text in heads {
+            let bytes = Array(text.utf8)
+            let whole = bytes.withUnsafeBytes { requests.parse($0) }
+            var search = HeadParser.Search()
+            var judged: (cut: Int, outcome: HeadParser.Outcome)?
+            for cut in 1...bytes.count where judged == nil {
+                let outcome = bytes[0..<cut].withUnsafeBytes { requests.parse($0, search: &search) }
+                if outcome != .incomplete { judged = (cut, outcome) }
+            }
+            #expect(judged?.outcome == whole, "\(text.prefix(40).debugDescription)")
+            switch whole {
+            case .head:
+                #expect(judged?.cut == bytes.count)
+            case .refused:
+                #expect((judged?.cut ?? 0) < bytes.count, "\(text.prefix(40).debugDescription) was refused only at its end")
+            case .incomplete:
+                Issue.record("a whole head was incomplete")
+            }
+        }
+        // Where the early reading stops (a line ended by a bare LF), the bad
+        // line after it waits for the head's end, which refuses the bare LF.
+        let bareLF = Array("GET /a HTTP/1.1\r\nHost: a\nBad Name: c\r\n".utf8)
+        #expect(bareLF.withUnsafeBytes { requests.parse($0) } == .incomplete)
+    }
+
     @Test func aGoodStartLineWaitsForTheRestOfTheHead() {
         for text in ["GET / HTTP/1.1\r\n", "GET / HTTP/1.1\r\nHost: x\r\n", "GET / HTTP/1.1\nHost: x\r\n", "GET / HTT"] {
             guard case .incomplete = parse(text) else {

@@ -67,6 +67,25 @@ struct HTTPExchangeHandlerTests {
         #expect(proxy.recorder.denied == ["bad_request"])
     }
 
+    /// Half a head with a bad line, and no more bytes: answered 400 as soon
+    /// as the bad line's CRLF has come, as NIO's decoder answered, not
+    /// left waiting for the head's end (an app that then waits would get
+    /// 408 from the head timer instead).
+    @Test(arguments: [
+        "GET http://denied.test/ HTTP/1.1\r\nHost: denied.test\r\nthis line has no colon\r\n",
+        "GET http://denied.test/ HTTP/1.1\r\nHost: denied.test\r\n folded\r\n",
+        "GET http://denied.test/caf\u{E9} HTTP/1.1\r\n",
+    ])
+    func halfAHeadWithABadLineGets400AtOnce(request: String) throws {
+        let proxy = try EmbeddedProxy()
+        try proxy.send(request)
+
+        let responses = try proxy.responses()
+        #expect(responses.map(\.status) == [400])
+        #expect(responses.first?.headers["x-pinproxy-error"] == "bad_request")
+        #expect(!proxy.isOpen)
+    }
+
     /// Heads the HTTP parser accepts but whose framing pinproxy refuses
     /// (docs/contract.md §10). Framing is judged before the policy: a denied
     /// host gets 400, not 403.
