@@ -74,8 +74,7 @@ enum RequestRouter {
             // The decoder's limit counts names and values only; the whole head counts.
             if MessageRules.wireSize(head) > maxHeadBytes {
                 decision.closeAfter = true
-                throw ProxyError(.badRequest, host: nil, detail: "request head larger than max_header_bytes (\(maxHeadBytes) bytes)",
-                                 status: .requestHeaderFieldsTooLarge)
+                throw UnreadableRequest.headTooLarge(limit: maxHeadBytes)
             }
             let framing: RequestFraming
             switch RequestFraming.of(head) {

@@ -12,9 +12,7 @@ enum UnreadableRequest {
     static func refusal(_ refused: MessageRefusal, limits: PinproxyConfig.Limits) -> ProxyError {
         switch refused {
         case .head(.tooLarge), .head(.tooManyFields):
-            return ProxyError(.badRequest, host: nil,
-                              detail: "request head larger than max_header_bytes (\(limits.maxHeaderBytes) bytes) or with more than \(MessageRules.maxHeaderCount) fields",
-                              status: .requestHeaderFieldsTooLarge)
+            return headTooLarge(limit: limits.maxHeaderBytes, orFields: MessageRules.maxHeaderCount)
         case .framing(let framing):
             return ProxyError(.badRequest, host: nil, detail: "ambiguous message framing: \(framing.reason)")
         case .head, .chunked, .afterLastMessage, .unsolicitedResponse, .cutOff:
@@ -24,8 +22,16 @@ enum UnreadableRequest {
 
     static func refusal(_ parser: HTTPParserError, limits: PinproxyConfig.Limits) -> ProxyError {
         parser == .headerOverflow
-            ? ProxyError(.badRequest, host: nil, detail: "request head larger than max_header_bytes (\(limits.maxHeaderBytes) bytes)",
-                         status: .requestHeaderFieldsTooLarge)
+            ? headTooLarge(limit: limits.maxHeaderBytes)
             : ProxyError(.badRequest, host: nil, detail: "malformed HTTP request: \(parser)")
+    }
+
+    /// 431 for a head over `max_header_bytes` (`limit`), or, where the same
+    /// refusal covers it, over `orFields` fields: one wording wherever a
+    /// head is found too large (the head path, the head timer, the router).
+    static func headTooLarge(limit: Int, orFields fields: Int? = nil) -> ProxyError {
+        ProxyError(.badRequest, host: nil,
+                   detail: "request head larger than max_header_bytes (\(limit) bytes)" + (fields.map { " or with more than \($0) fields" } ?? ""),
+                   status: .requestHeaderFieldsTooLarge)
     }
 }
