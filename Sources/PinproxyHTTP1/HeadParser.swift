@@ -51,14 +51,11 @@ public struct HeadParser: Sendable {
     public struct Search: Equatable, Sendable {
         /// Searched this far for the head's end.
         public var searchedTo = 0
-        /// Whether an earlier call found the start line's end (and read
-        /// the line without refusing it).
-        var startLineFound = false
-        /// Where the first field line not yet read begins: each is read as
-        /// soon as its CRLF has come, once (0: none read early, or the
-        /// early reading stopped at a line that does not end in CRLF, and
-        /// the rest is left to the whole head's reading).
-        var fieldsFrom = 0
+        /// Where the next line to read early begins (the start line at 0):
+        /// each line is read as soon as its CRLF has come, once. Nil once
+        /// the early reading stopped at a line that does not end in CRLF;
+        /// the rest is left to the whole head's reading.
+        var nextLine: Int? = 0
         /// What the lines read early counted against `maxFieldBytes` (the
         /// target's bytes included), and how many fields they were.
         var counted = 0
@@ -76,10 +73,7 @@ public struct HeadParser: Sendable {
             // reached (an upstream that sends garbage and waits is answered
             // at once, not at its timeout).
             if let refusal = earlyRefusal(bytes, newFrom: search.searchedTo) { return .refused(refusal) }
-            if !search.startLineFound, let refusal = startLineRefusal(bytes, newFrom: search.searchedTo, search: &search) {
-                return .refused(refusal)
-            }
-            if let refusal = fieldLineRefusal(bytes, newFrom: search.searchedTo, search: &search) { return .refused(refusal) }
+            if let refusal = lineRefusal(bytes, newFrom: search.searchedTo, search: &search) { return .refused(refusal) }
             search.searchedTo = max(0, bytes.count - 3)
             return bytes.count > maxHeadBytes ? .refused(.tooLarge) : .incomplete
         }
@@ -124,68 +118,47 @@ public struct HeadParser: Sendable {
 
     private static let responsePrefix = Array("HTTP/".utf8)
 
-    /// Why a head's start line, once its CRLF has come, cannot start a head:
-    /// read as the whole head's reading reads it, so it refuses the same,
-    /// only sooner (a bad target or version is refused as NIO's decoder
-    /// refuses it, not at the head's end or at the head timer's). Only the
-    /// bytes from `newFrom` on are searched for its end, and a line read
-    /// once is not read again (`search`), so a head sent a byte at a time
-    /// costs no more than one sent whole. The line ends in CRLF, so the
-    /// reading stays inside it; a bare LF first is left to the whole head's
-    /// reading.
-    private func startLineRefusal(_ bytes: UnsafeRawBufferPointer, newFrom: Int, search: inout Search) -> HeadRefusal? {
-        guard let lineFeed = UnsafeRawBufferPointer(rebasing: bytes[newFrom...]).firstIndex(of: 0x0A).map({ newFrom + $0 }) else {
-            return nil
-        }
-        search.startLineFound = true
-        guard lineFeed > 0, bytes[lineFeed - 1] == 0x0D else { return nil }
-        var reader = HeadReader(bytes: UnsafeRawBufferPointer(rebasing: bytes[0...lineFeed]), parser: self)
-        do {
-            _ = try reader.readStartLine()
-            // The field lines are read from here as they come.
-            search.fieldsFrom = lineFeed + 1
-            search.counted = reader.counted
-            return nil
-        } catch {
-            return error
-        }
-    }
-
-    /// Why a field line, once its CRLF has come, cannot be one: read in
-    /// order as the whole head's reading reads it, from where the last one
-    /// ended and with what the lines before it counted, so it refuses the
-    /// same field line with the same reason, only sooner (a bad name, a
-    /// folded line, a value with a bare CR, one field or one byte over the
-    /// limits), as NIO's decoder refuses it. Each line is read once, and
-    /// its LF is searched for only in bytes no earlier call searched
-    /// (`newFrom`, a few bytes back): every LF before those ended a line
-    /// read then. A line that does not end in CRLF stops the early reading
-    /// and is left to the whole head's.
-    private func fieldLineRefusal(_ bytes: UnsafeRawBufferPointer, newFrom: Int, search: inout Search) -> HeadRefusal? {
-        var lineStart = search.fieldsFrom
-        guard lineStart > 0 else { return nil }
+    /// Why a line of a head that has not ended, once its CRLF has come,
+    /// cannot be one: the start line, then each field line, read in order
+    /// as the whole head's reading reads them, from where the last one
+    /// ended and with what the lines before counted. So it refuses the same
+    /// line with the same reason, only sooner: a bad target or version, a
+    /// bad field name, a folded line, a bare CR, one field or one byte over
+    /// the limits, each as NIO's decoder refuses it, not at the head's end
+    /// or at a timer. Each line is read once, and its LF is searched for
+    /// only in bytes no earlier call searched (`newFrom`, a few bytes back:
+    /// every LF before those ended a line read then), so a head sent a byte
+    /// at a time costs no more than one sent whole. A line read ends in
+    /// CRLF, so the reading stays inside it; a line that does not stops the
+    /// early reading and is left to the whole head's.
+    private func lineRefusal(_ bytes: UnsafeRawBufferPointer, newFrom: Int, search: inout Search) -> HeadRefusal? {
+        guard var lineStart = search.nextLine else { return nil }
         var searchFrom = max(lineStart, newFrom)
         while searchFrom < bytes.count,
               let lineFeed = UnsafeRawBufferPointer(rebasing: bytes[searchFrom...]).firstIndex(of: 0x0A).map({ searchFrom + $0 }) {
             guard lineFeed > lineStart, bytes[lineFeed - 1] == 0x0D else {
-                search.fieldsFrom = 0
+                search.nextLine = nil
                 return nil
             }
-            // A CR first ends the fields for the whole head's reading; not
-            // followed by LF (this is no head's end), it is a bare CR.
-            if bytes[lineStart] == 0x0D { return .bareLineEnd }
-            guard search.fields < maxFieldCount else { return .tooManyFields }
             var reader = HeadReader(bytes: UnsafeRawBufferPointer(rebasing: bytes[0...lineFeed]), parser: self,
                                     at: lineStart, counted: search.counted)
             do {
-                _ = try reader.readFieldLine()
+                if lineStart == 0 {
+                    _ = try reader.readStartLine()
+                } else {
+                    // A CR first ends the fields for the whole head's reading;
+                    // not followed by LF (this is no head's end), it is a bare CR.
+                    if bytes[lineStart] == 0x0D { return .bareLineEnd }
+                    guard search.fields < maxFieldCount else { return .tooManyFields }
+                    _ = try reader.readFieldLine()
+                    search.fields += 1
+                }
             } catch {
                 return error
             }
             search.counted = reader.counted
-            search.fields += 1
             lineStart = lineFeed + 1
-            search.fieldsFrom = lineStart
+            search.nextLine = lineStart
             searchFrom = lineStart
         }
         return nil
@@ -230,7 +203,7 @@ private struct HeadReader {
     }
 
     /// A reader that resumes at `index`, where a line begins, with what
-    /// the lines before it counted (the early reading of field lines).
+    /// the lines before it counted (a line read as soon as it has come).
     init(bytes: UnsafeRawBufferPointer, parser: HeadParser, at index: Int, counted: Int) {
         self.init(bytes: bytes, parser: parser)
         self.index = index
