@@ -165,8 +165,13 @@ struct HTTP2StreamAdapterTests {
 
     static func body(_ count: Int) -> HTTPServerResponsePart { .body(.byteBuffer(ByteBuffer(repeating: 0x61, count: count))) }
 
-    @Test func aResponseIsHeadersDataAndAnEmptyDataThatEndsTheStream() throws {
-        #expect(try Self.frames([Self.response(.ok, [("Content-Length", "5")]), Self.body(5), .end(nil)])
+    @Test func aResponsesLastDataEndsTheStream() throws {
+        #expect(try Self.frames([Self.response(.ok, [("Content-Length", "5")]), Self.body(2), Self.body(3), .end(nil)])
+                == ["HEADERS(:status=200,content-length=5)", "DATA(2)", "DATA(3)+END"])
+    }
+
+    @Test func aFlushBetweenTheLastDataAndTheEndSendsTheDataAlone() throws {
+        #expect(try Self.frames([Self.response(.ok, [("Content-Length", "5")]), Self.body(5), .end(nil)], flushAfter: [1])
                 == ["HEADERS(:status=200,content-length=5)", "DATA(5)", "DATA(0)+END"])
     }
 

@@ -28,11 +28,15 @@ import NIOHTTP2
 /// exchange itself refuses any body its head does not frame, so the holding
 /// keeps such requests working, not safe.
 ///
-/// Responses: a final head followed at once by its end without a body
-/// (gRPC's trailers-only answer) leaves as one HEADERS frame with
-/// END_STREAM, as the upstream sent it; a flush in between sends the head
-/// alone. Otherwise each part is one frame: HEADERS, DATA, and the end as
-/// trailers (HEADERS with END_STREAM) or an empty DATA with END_STREAM.
+/// Responses: each part is one frame, and END_STREAM rides on the last
+/// frame written before the end, as the upstream sent it: a final head
+/// followed at once by its end (gRPC's trailers-only answer) is one HEADERS
+/// frame with END_STREAM, a body's last DATA carries it, and trailers are
+/// HEADERS with END_STREAM. So the frame a head or a DATA makes is held
+/// until the next part or a flush; a flush between the last frame and the
+/// end sends that frame as it is, and the end then goes as an empty DATA
+/// with END_STREAM (one frame fewer per response than an empty DATA
+/// after every body: issue 33).
 final class HTTP2StreamAdapter: ChannelDuplexHandler {
     typealias InboundIn = HTTP2Frame.FramePayload
     typealias InboundOut = HTTPServerRequestPart
@@ -54,8 +58,8 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
     private var request = Request.awaitingHead
     private let idleTimeout: TimeAmount
     private var stall: Scheduled<Void>?
-    /// A final response head not yet written: it may end the stream itself.
-    private var heldHead = HeldFrame()
+    /// A final response head or a DATA not yet written: it may end the stream itself.
+    private var held = HeldFrame()
 
     /// An empty DATA frame's bytes, shared (a `ByteBuffer` is a value).
     private static let empty = ByteBuffer()
@@ -175,24 +179,24 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
         case .head(let head):
-            writeHeldHead(context: context)
+            writeHeld(context: context)
             let headers = HTTP2Frame.FramePayload.Headers(headers: HTTP2HeaderBlocks.responseBlock(head))
             if head.status.code < 200 {
                 context.write(wrapOutboundOut(.headers(headers)), promise: promise)  // informational: more follows
             } else {
-                heldHead.hold(.headers(headers), promise: promise)
+                held.hold(.headers(headers), promise: promise)
             }
         case .body(let body):
-            writeHeldHead(context: context)
-            context.write(wrapOutboundOut(.data(.init(data: body))), promise: promise)
+            writeHeld(context: context)
+            held.hold(.data(.init(data: body)), promise: promise)
         case .end(let trailers?):
-            writeHeldHead(context: context)
+            writeHeld(context: context)
             let block = HTTP2Frame.FramePayload.Headers(headers: HTTP2HeaderBlocks.trailerBlock(trailers), endStream: true)
             context.write(wrapOutboundOut(.headers(block)), promise: promise)
         case .end(nil):
-            if let (merged, mergedPromise) = heldHead.takeEnding(promise: promise) {
-                // Nothing between head and end: one HEADERS frame ends the stream.
-                context.write(wrapOutboundOut(merged), promise: mergedPromise)
+            if let (last, lastPromise) = held.takeEnding(promise: promise) {
+                // Nothing between the last frame and the end: it ends the stream.
+                context.write(wrapOutboundOut(last), promise: lastPromise)
             } else {
                 context.write(wrapOutboundOut(.data(.init(data: .byteBuffer(Self.empty), endStream: true))), promise: promise)
             }
@@ -200,18 +204,18 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
     }
 
     func flush(context: ChannelHandlerContext) {
-        writeHeldHead(context: context)
+        writeHeld(context: context)
         context.flush()
     }
 
-    private func writeHeldHead(context: ChannelHandlerContext) {
-        guard let (headers, promise) = heldHead.take() else { return }
-        context.write(wrapOutboundOut(headers), promise: promise)
+    private func writeHeld(context: ChannelHandlerContext) {
+        guard let (payload, promise) = held.take() else { return }
+        context.write(wrapOutboundOut(payload), promise: promise)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         stall?.cancel()
         stall = nil
-        heldHead.fail(ChannelError.ioOnClosedChannel)
+        held.fail(ChannelError.ioOnClosedChannel)
     }
 }

@@ -2,9 +2,9 @@ import NIOCore
 import NIOHTTP2
 
 /// The one outbound frame an h2 stream adapter holds back until the next
-/// part shows whether END_STREAM can ride on it: a response head followed
-/// at once by its end leaves as one HEADERS frame (`HTTP2StreamAdapter`),
-/// a request's last HEADERS or DATA carries the end (`UpstreamHTTP2StreamAdapter`).
+/// part shows whether END_STREAM can ride on it: a message's last HEADERS
+/// or DATA carries the end, a response's (`HTTP2StreamAdapter`) as a
+/// request's (`UpstreamHTTP2StreamAdapter`).
 struct HeldFrame {
     private var held: (payload: HTTP2Frame.FramePayload, promise: EventLoopPromise<Void>?)?
 
