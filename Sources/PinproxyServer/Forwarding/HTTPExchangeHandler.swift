@@ -213,12 +213,16 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
         case .endResponse(let trailers, let upstream, let reusable, let closeClient, let finished, let next):
             release(upstream, reusable: reusable)
-            if closeClient {
+            if closeClient && !(clientProtocol == .h2 && finished != nil) {
                 context.writeAndFlush(wrapOutboundOut(.end(trailers))).assumeIsolated().whenComplete { _ in
                     context.close(promise: nil)
                 }
             } else {
-                // The keep-alive response: no promise and no callback to allocate.
+                // The keep-alive response, or an HTTP/2 stream's whose request
+                // has ended: its END_STREAM closes the stream (NIO closes the
+                // stream's channel once both sides have ended). No promise and
+                // no callback to allocate, and no close to carry through the
+                // stream's pipeline (issue 33).
                 context.writeAndFlush(wrapOutboundOut(.end(trailers)), promise: nil)
             }
             if let finished {
