@@ -40,6 +40,9 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     /// The series of the policy this connection's requests went to last
     /// (outside an intercepted session: inside, the session keeps them).
     private var traffic: (policy: HostPolicy?, recorder: any TrafficRecorder)?
+    /// The HTTP/1.1 upstream connection the last exchange used, parked for
+    /// the next (`UpstreamPool.park`): the pool may take it back meanwhile.
+    private var parked: UpstreamConnection?
     /// HTTP/1.1 on a connection, or one HTTP/2 stream (then without a head timer).
     let clientProtocol: ClientProtocol
 
@@ -71,6 +74,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
 
     func handlerRemoved(context: ChannelHandlerContext) {
         sweeper?.unwatch(self)
+        if let connection = takeParked() { services.pool.release(connection) }
         self.context = nil
     }
 
@@ -81,6 +85,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
 
     func channelInactive(context: ChannelHandlerContext) {
         sweeper?.unwatch(self)
+        if let connection = takeParked() { services.pool.release(connection) }
         execute(machine.clientClosed(), context: context)
         context.fireChannelInactive()
     }
@@ -324,10 +329,39 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     func release(_ upstream: UpstreamConnection, reusable: Bool) {
         upstream.receiver = nil
         if !reusable { upstream.reusable = false }
+        // Kept for this connection's next request, if nobody is waiting for
+        // one (`UpstreamParking`); else, or when it cannot be kept, released.
+        // An HTTP/2 stream has no next request.
+        if reusable, parked == nil, clientProtocol == .http1 {
+            if services.pool.park(upstream) { parked = upstream }
+            return
+        }
         services.pool.release(upstream)
     }
 
+    /// The connection this handler parked, taken back, if nobody took it
+    /// first and it is still open (a closed one goes back to the pool, which
+    /// forgets it).
+    private func takeParked() -> UpstreamConnection? {
+        guard let connection = parked else { return nil }
+        parked = nil
+        guard connection.parking?.take() == true else { return nil }
+        guard connection.isActive else {
+            services.pool.release(connection)
+            return nil
+        }
+        return connection
+    }
+
     private func acquire(_ plan: DialPlan, context: ChannelHandlerContext) {
+        // The common keep-alive request: the connection the last one used,
+        // without the pool (same policy, host, port and TLS: the same key).
+        if let connection = takeParked() {
+            if connection.key == plan.poolKey {
+                return acquired(.success((connection, true)), plan: plan, context: context)
+            }
+            services.pool.release(connection)
+        }
         switch services.upstreams.checkoutNow(plan, on: context.eventLoop) {
         case .pooled(let connection):
             acquired(.success((connection, true)), plan: plan, context: context)

@@ -47,6 +47,9 @@ final class UpstreamConnection: @unchecked Sendable {
 
     /// False once a response said `Connection: close` or a message was cut short.
     var reusable = true
+    /// An HTTP/1.1 connection (not a stream, nor an HTTP/2 connection): kept
+    /// by the exchange handler that used it last (`UpstreamParking`).
+    let parking: UpstreamParking?
 
     init(channel: any Channel, key: UpstreamPool.Key, handler: UpstreamHTTPHandler, pinEvaluation: PinEvaluation?, handshake: TLSHandshakeInfo?,
          parent: UpstreamConnection? = nil) {
@@ -56,6 +59,7 @@ final class UpstreamConnection: @unchecked Sendable {
         self.closeReporter = handler
         self.multiplexer = nil
         self.parent = parent
+        self.parking = parent == nil ? UpstreamParking() : nil
         self.pinEvaluation = pinEvaluation
         self.handshake = handshake
         self.createdAt = Date()
@@ -70,6 +74,7 @@ final class UpstreamConnection: @unchecked Sendable {
         self.closeReporter = multiplexer.handler
         self.multiplexer = multiplexer
         self.parent = nil
+        self.parking = nil
         self.pinEvaluation = pinEvaluation
         self.handshake = handshake
         self.createdAt = Date()

@@ -71,6 +71,14 @@ final class UpstreamPool: @unchecked Sendable {
     }
 
     private let state: NIOLockedValueBox<State>
+    /// Requests looking for a connection: those in line, and one while
+    /// `acquire` decides. Set under `state`'s lock; read without it by an
+    /// exchange that would park its connection (`park`), which then gives it
+    /// back instead. A request says it is looking before it looks for a
+    /// parked connection, and a handler parks before it reads this: of the
+    /// two, the later sees the other, so no request waits in line for a
+    /// connection that sits parked.
+    private let demand = NIOLockedValueBox(0)
 
     init(maxIdleTime: TimeAmount = .seconds(60), dialBackoff: DialBackoff = DialBackoff()) {
         state = NIOLockedValueBox(State(machine: Machine(maxIdle: maxIdleTime, dialBackoff: dialBackoff)))
@@ -95,9 +103,11 @@ final class UpstreamPool: @unchecked Sendable {
         // moment the lock is let go, and a hand-over finding no promise is lost
         // (the request would wait for ever, its queue timer finding no waiter).
         let (action, filed) = state.withLockedValue { state -> (Machine.Action, Filed?) in
+            demand.withLockedValue { $0 = state.waiting.count + 1 }
+            defer { demand.withLockedValue { $0 = state.waiting.count } }
             let action = state.machine.acquire(
                 key, limit: limit, loop: ObjectIdentifier(loop), now: now, queueTimeout: queueTimeout,
-                mayMultiplex: mayMultiplex, isAlive: { $0.isActive })
+                mayMultiplex: mayMultiplex, isAlive: { $0.isActive }, reclaim: Self.reclaim)
             guard case .wait(let id, let timeout)? = action.acquisition else { return (action, nil) }
             let promise = loop.makePromise(of: Lease.self)
             state.waiting[id] = Waiting(promise: promise, timeout: nil, queueTimeout: timeout)
@@ -165,6 +175,29 @@ final class UpstreamPool: @unchecked Sendable {
         event(key, on: loop) { $0.dialFailed(key, failure: failure) }
     }
 
+    /// A request is done with its HTTP/1.1 `connection`, and the exchange
+    /// handler keeps it for its app connection's next request
+    /// (`UpstreamParking`): true. Unless a request is looking for a
+    /// connection, or it cannot be kept (closed, an HTTP/2 stream): then it
+    /// is released here as `release` does, and the answer is false.
+    func park(_ connection: UpstreamConnection) -> Bool {
+        guard let parking = connection.parking, connection.reusable, connection.isActive else {
+            release(connection)
+            return false
+        }
+        parking.park()
+        guard demand.withLockedValue({ $0 }) > 0 else { return true }
+        // Taken back to release; if the pool took it first, it is that request's.
+        if parking.take() { release(connection) }
+        return false
+    }
+
+    /// Takes a parked connection for another request (`Machine.acquire`,
+    /// `retire`, `closeIdle`).
+    private static func reclaim(_ connection: UpstreamConnection) -> Bool {
+        connection.parking?.take() ?? false
+    }
+
     /// A request is done with `connection`; kept if it can serve another.
     func release(_ connection: UpstreamConnection) {
         let now = NIODeadline.now()
@@ -200,14 +233,14 @@ final class UpstreamPool: @unchecked Sendable {
     // MARK: Reload and shutdown
 
     /// After a policy reload: connections opened under a policy that changed are
-    /// retired (idle ones now, busy ones when their request ends).
+    /// retired (idle and parked ones now, busy ones when their request ends).
     func retire(keeping digests: Set<String>) {
-        event(nil) { $0.retire(keeping: digests) }
+        event(nil) { $0.retire(keeping: digests, reclaim: Self.reclaim) }
     }
 
-    /// Closes every idle connection (shutdown).
+    /// Closes every idle connection, and every parked one (shutdown).
     func closeIdle() {
-        event(nil) { $0.closeIdle() }
+        event(nil) { $0.closeIdle(reclaim: Self.reclaim) }
     }
 
     // MARK: The executor
@@ -221,6 +254,7 @@ final class UpstreamPool: @unchecked Sendable {
         let (action, served) = state.withLockedValue { state in
             let action = decide(&state.machine)
             let served = (action.handOvers.map(\.waiter) + action.expired.map { $0.waiter }).map { state.waiting.removeValue(forKey: $0.id) }
+            if !served.isEmpty { demand.withLockedValue { $0 = state.waiting.count } }
             return (action, served)
         }
         run(action, key: key, served: served, on: loop)

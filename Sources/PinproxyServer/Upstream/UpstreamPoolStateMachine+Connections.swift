@@ -140,18 +140,19 @@ extension UpstreamPoolStateMachine {
 
     /// After a policy reload: idle connections opened under a policy that
     /// changed go now; leased ones when their request ends.
-    mutating func retire(keeping digests: Set<String>) -> Action {
+    /// Parked connections (`reclaim`, see `acquire`) go with the idle ones.
+    mutating func retire(keeping digests: Set<String>, reclaim: (Connection) -> Bool = { _ in false }) -> Action {
         currentDigests = digests
         var action = Action()
         for key in entries.keys where !digests.contains(key.digest) {
-            action.close += takeIdle(key)
+            action.close += takeIdle(key, reclaim: reclaim)
         }
         return action
     }
 
-    /// Every idle connection, taken out (shutdown).
-    mutating func closeIdle() -> Action {
-        Action(close: entries.keys.flatMap { takeIdle($0) })
+    /// Every idle connection, and every parked one, taken out (shutdown).
+    mutating func closeIdle(reclaim: (Connection) -> Bool = { _ in false }) -> Action {
+        Action(close: entries.keys.flatMap { takeIdle($0, reclaim: reclaim) })
     }
 
     // MARK: Hand-overs
@@ -219,11 +220,22 @@ extension UpstreamPoolStateMachine {
         if let entry = entries[key], entry.open == 0, entry.waiters.isEmpty, entry.backoff.timer == nil { entries[key] = nil }
     }
 
-    private mutating func takeIdle(_ key: Key) -> [Connection] {
+    /// The key's idle connections and those `reclaim` takes from their
+    /// parking, taken out.
+    private mutating func takeIdle(_ key: Key, reclaim: (Connection) -> Bool) -> [Connection] {
         guard var entry = entries[key] else { return [] }
-        let idle = entry.members.filter { if case .idle = $0.state { return true } else { return false } }
-        entry.members.removeAll { if case .idle = $0.state { return true } else { return false } }
+        var taken: [Connection] = []
+        entry.members.removeAll { member in
+            let free: Bool
+            switch member.state {
+            case .idle: free = true
+            case .leased: free = member.capacity == nil && reclaim(member.connection)
+            case .streaming: free = false
+            }
+            if free { taken.append(member.connection) }
+            return free
+        }
         entries[key] = entry
-        return idle.map(\.connection)
+        return taken
     }
 }

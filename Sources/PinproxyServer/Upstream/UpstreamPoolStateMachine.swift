@@ -21,6 +21,12 @@ import NIOCore
 /// then hops loops, see `UpstreamConnection.receiver`): a slot the limit
 /// forbids to dial must not turn away a request that a free stream can carry.
 ///
+/// An HTTP/1.1 connection an exchange handler keeps between its app
+/// connection's requests (`UpstreamParking`) stays `leased` here; a request
+/// that finds no idle connection takes it from its parking (`reclaim`)
+/// before it dials or waits, and a reload or shutdown closes it with the
+/// idle ones.
+///
 /// A dial that fails puts its key into backoff (`+Backoff`): no dial until
 /// the machine's backoff timer fires, then one at a time until one succeeds.
 struct UpstreamPoolStateMachine<Connection: AnyObject> {
@@ -164,9 +170,11 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
     /// said otherwise, a request waits for that connection's streams rather
     /// than dialling one connection each (a burst would open a connection per
     /// request: "the first dial may be h2").
+    /// `reclaim`: takes a leased HTTP/1.1 connection from the exchange
+    /// handler that parked it (`UpstreamParking`); false when it is in use.
     mutating func acquire(_ key: Key, limit: Int, loop: LoopID, now: NIODeadline, queueTimeout: TimeAmount,
                           mayMultiplex: Bool = false,
-                          isAlive: (Connection) -> Bool) -> Action {
+                          isAlive: (Connection) -> Bool, reclaim: (Connection) -> Bool = { _ in false }) -> Action {
         // Taken out while it changes: a copy left in the dictionary would make
         // the first change copy the member list (a retain per connection).
         var entry = entries.removeValue(forKey: key) ?? Entry()
@@ -174,12 +182,13 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
         defer { entries[key] = entry }
         var action = Action()
         action.acquisition = decide(&entry, loop: loop, now: now, queueTimeout: queueTimeout, mayMultiplex: mayMultiplex,
-                                    isAlive: isAlive, closing: &action.close)
+                                    isAlive: isAlive, reclaim: reclaim, closing: &action.close)
         return action
     }
 
     private mutating func decide(_ entry: inout Entry, loop: LoopID, now: NIODeadline, queueTimeout: TimeAmount,
-                                 mayMultiplex: Bool, isAlive: (Connection) -> Bool, closing close: inout [Connection]) -> Acquisition {
+                                 mayMultiplex: Bool, isAlive: (Connection) -> Bool, reclaim: (Connection) -> Bool,
+                                 closing close: inout [Connection]) -> Acquisition {
         // A busy HTTP/2 connection with room first: fewer connections, no dial.
         if let index = entry.members.firstIndex(where: { $0.loop == loop && $0.streams > 0 && $0.hasRoomForStream }),
            isAlive(entry.members[index].connection) {
@@ -208,6 +217,12 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
             entry.members[index].state = .leased
             return .lease(member.connection)
         }
+        // A connection parked on this loop by the exchange that used it last:
+        // taken from it, as an idle one is lent (it stays leased, now to this
+        // request), rather than a dial for a connection that is free.
+        if let index = takeParked(&entry, on: loop, isAlive: isAlive, reclaim: reclaim, closing: &close) {
+            return .lease(entry.members[index].connection)
+        }
         if mayMultiplex, entry.multiplexed != false, entry.starting > 0 {
             return enqueue(&entry, loop: loop, queueTimeout: queueTimeout)
         }
@@ -226,7 +241,35 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
             entry.starting += 1
             return .dial
         }
+        // The same for a connection parked on another loop: nobody waits in
+        // line while a connection is free.
+        if entry.mayDial, let index = takeParked(&entry, on: nil, isAlive: isAlive, reclaim: reclaim, closing: &close) {
+            close.append(entry.members.remove(at: index).connection)
+            entry.starting += 1
+            return .dial
+        }
         return enqueue(&entry, loop: loop, queueTimeout: queueTimeout)
+    }
+
+    /// The index of the first leased HTTP/1.1 connection (on `loop`; on any
+    /// loop when nil) that `reclaim` takes from its parking and that is still
+    /// alive. One taken dead is taken out and closed, and the search goes on.
+    private func takeParked(_ entry: inout Entry, on loop: LoopID?, isAlive: (Connection) -> Bool, reclaim: (Connection) -> Bool,
+                    closing close: inout [Connection]) -> Int? {
+        var index = 0
+        while index < entry.members.count {
+            let member = entry.members[index]
+            guard member.state == .leased, member.capacity == nil, loop == nil || member.loop == loop, reclaim(member.connection) else {
+                index += 1
+                continue
+            }
+            guard isAlive(member.connection) else {
+                close.append(entry.members.remove(at: index).connection)
+                continue
+            }
+            return index
+        }
+        return nil
     }
 
     private mutating func enqueue(_ entry: inout Entry, loop: LoopID, queueTimeout: TimeAmount) -> Acquisition {
