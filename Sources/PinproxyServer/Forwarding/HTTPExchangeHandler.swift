@@ -43,6 +43,8 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     /// The HTTP/1.1 upstream connection the last exchange used, parked for
     /// the next (`UpstreamPool.park`): the pool may take it back meanwhile.
     private var parked: UpstreamConnection?
+    /// When it was parked: its idle time in the pool counts from then.
+    private var parkedAt = NIODeadline.uptimeNanoseconds(0)
     /// HTTP/1.1 on a connection, or one HTTP/2 stream (then without a head timer).
     let clientProtocol: ClientProtocol
 
@@ -74,7 +76,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
 
     func handlerRemoved(context: ChannelHandlerContext) {
         sweeper?.unwatch(self)
-        if let connection = takeParked() { services.pool.release(connection) }
+        if let connection = takeParked() { services.pool.release(connection, idleSince: parkedAt) }
         self.context = nil
     }
 
@@ -85,7 +87,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
 
     func channelInactive(context: ChannelHandlerContext) {
         sweeper?.unwatch(self)
-        if let connection = takeParked() { services.pool.release(connection) }
+        if let connection = takeParked() { services.pool.release(connection, idleSince: parkedAt) }
         execute(machine.clientClosed(), context: context)
         context.fireChannelInactive()
     }
@@ -333,7 +335,10 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         // one (`UpstreamParking`); else, or when it cannot be kept, released.
         // An HTTP/2 stream has no next request.
         if reusable, parked == nil, clientProtocol == .http1 {
-            if services.pool.park(upstream) { parked = upstream }
+            if services.pool.park(upstream) {
+                parked = upstream
+                parkedAt = .now()
+            }
             return
         }
         services.pool.release(upstream)
@@ -360,7 +365,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             if connection.key == plan.poolKey {
                 return acquired(.success((connection, true)), plan: plan, context: context)
             }
-            services.pool.release(connection)
+            services.pool.release(connection, idleSince: parkedAt)
         }
         switch services.upstreams.checkoutNow(plan, on: context.eventLoop) {
         case .pooled(let connection):

@@ -199,8 +199,11 @@ final class UpstreamPool: @unchecked Sendable {
     }
 
     /// A request is done with `connection`; kept if it can serve another.
-    func release(_ connection: UpstreamConnection) {
-        let now = NIODeadline.now()
+    /// `idleSince`: when it last served a request, if earlier than now (a
+    /// connection parked until its app connection closed: its idle time
+    /// counts from its last request, not from its return).
+    func release(_ connection: UpstreamConnection, idleSince: NIODeadline? = nil) {
+        let now = idleSince ?? NIODeadline.now()
         if let parent = connection.parent {
             // A stream lent to a request on another loop is let go on its own.
             guard connection.channel.eventLoop.inEventLoop else {
