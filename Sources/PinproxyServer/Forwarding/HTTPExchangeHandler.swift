@@ -42,9 +42,9 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     private var traffic: (policy: HostPolicy?, recorder: any TrafficRecorder)?
     /// The HTTP/1.1 upstream connection the last exchange used, parked for
     /// the next (`UpstreamPool.park`): the pool may take it back meanwhile.
-    private var parked: UpstreamConnection?
+    var parked: UpstreamConnection?
     /// When it was parked: its idle time in the pool counts from then.
-    private var parkedAt = NIODeadline.uptimeNanoseconds(0)
+    var parkedAt = NIODeadline.uptimeNanoseconds(0)
     /// HTTP/1.1 on a connection, or one HTTP/2 stream (then without a head timer).
     let clientProtocol: ClientProtocol
 
@@ -326,73 +326,6 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             execute(machine.received(part, now: .now()), context: context)
         }
         execute(machine.clientReadComplete(upstreamWritable: machine.heldUpstream?.isWritable ?? true), context: context)
-    }
-
-    func release(_ upstream: UpstreamConnection, reusable: Bool) {
-        upstream.receiver = nil
-        if !reusable { upstream.reusable = false }
-        // Kept for this connection's next request, if nobody is waiting for
-        // one (`UpstreamParking`); else, or when it cannot be kept, released.
-        // An HTTP/2 stream has no next request.
-        if reusable, parked == nil, clientProtocol == .http1 {
-            if services.pool.park(upstream) {
-                parked = upstream
-                parkedAt = .now()
-            }
-            return
-        }
-        services.pool.release(upstream)
-    }
-
-    /// The connection this handler parked, taken back, if nobody took it
-    /// first and it is still open (a closed one goes back to the pool, which
-    /// forgets it).
-    private func takeParked() -> UpstreamConnection? {
-        guard let connection = parked else { return nil }
-        parked = nil
-        guard connection.parking?.take() == true else { return nil }
-        guard connection.isActive else {
-            services.pool.release(connection)
-            return nil
-        }
-        return connection
-    }
-
-    private func acquire(_ plan: DialPlan, context: ChannelHandlerContext) {
-        // The common keep-alive request: the connection the last one used,
-        // without the pool (same policy, host, port and TLS: the same key).
-        if let connection = takeParked() {
-            if connection.key == plan.poolKey {
-                return acquired(.success((connection, true)), plan: plan, context: context)
-            }
-            services.pool.release(connection, idleSince: parkedAt)
-        }
-        switch services.upstreams.checkoutNow(plan, on: context.eventLoop) {
-        case .pooled(let connection):
-            acquired(.success((connection, true)), plan: plan, context: context)
-        case .pending(let future):
-            future.assumeIsolated().whenComplete { self.acquired($0, plan: plan, context: context) }
-        }
-    }
-
-    private func acquired(_ result: Result<UpstreamCheckout.CheckedOut, any Error>, plan: DialPlan, context: ChannelHandlerContext) {
-        switch result {
-        case .failure(let error):
-            execute(machine.upstreamFailed(error), context: context)
-        case .success(let (connection, reused)):
-            let verdict = connection.pinEvaluation?.verdict
-            let decision = machine.tokenDecision(verdict: verdict, plan: plan, connectIdentity: interception?.identity)
-                ?? TokenAttachment.Decision(authorization: .untouched)  // nothing acquiring: the machine gives it back
-            if let reason = decision.withheldBecause {
-                services.logger.warning("bearer token not attached", metadata: [
-                    "host": "\(plan.host)", "policy": "\(plan.policy?.metricLabel ?? "_none")", "reason": "\(reason)",
-                ])
-            }
-            let action = machine.upstreamAcquired(connection, reused: reused, pinVerdict: verdict,
-                                                  address: connection.remoteAddress, authorization: decision.authorization, now: .now())
-            if case .giveBack = action {} else { connection.receiver = self }
-            execute(action, context: context)
-        }
     }
 
     private func route(_ head: HTTPRequestHead, client: ClientStanding, context: ChannelHandlerContext) {

@@ -7,19 +7,8 @@ import Testing
 /// to the pool they are leased, but a request that finds no idle connection
 /// takes one rather than dial or wait, and a reload or shutdown closes them
 /// as it closes idle ones. A connection in use (its parking not taken) is
-/// never lent.
-@Suite("Upstream connections parked between requests")
-struct UpstreamParkingTests {
-    final class Conn {}
-    final class Loop {}
-    typealias Machine = UpstreamPoolStateMachine<Conn>
-
-    let key = UpstreamPool.Key(digest: "d1", host: "a.test", port: 443, tls: true)
-    let loops = [Loop(), Loop()]
-    var loopA: ObjectIdentifier { ObjectIdentifier(loops[0]) }
-    var loopB: ObjectIdentifier { ObjectIdentifier(loops[1]) }
-    let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
-
+/// never lent. Part of the machine's suite, with its key, loops and clock.
+extension UpstreamPoolStateMachineTests {
     /// Which connections are parked: `take` as `UpstreamParking.take` does,
     /// once each.
     final class Parked {
@@ -31,8 +20,8 @@ struct UpstreamParkingTests {
         }
     }
 
-    private func acquire(_ machine: inout Machine, loop: ObjectIdentifier, limit: Int, parked: Parked,
-                         alive: @escaping (Conn) -> Bool = { _ in true }) -> (String, Machine.Action) {
+    private func acquireParking(_ machine: inout Machine, loop: ObjectIdentifier, limit: Int, parked: Parked,
+                                alive: @escaping (Conn) -> Bool = { _ in true }) -> (String, Machine.Action) {
         let action = machine.acquire(key, limit: limit, loop: loop, now: t0, queueTimeout: .seconds(5),
                                      isAlive: alive, reclaim: parked.take)
         switch action.acquisition {
@@ -51,7 +40,7 @@ struct UpstreamParkingTests {
     private func parkedConnections(_ machine: inout Machine, on loop: ObjectIdentifier, limit: Int, parked: Parked,
                                    count: Int = 1) -> [Conn] {
         let connections = (0..<count).map { _ in
-            #expect(acquire(&machine, loop: loop, limit: limit, parked: parked).0 == "dial")
+            #expect(acquireParking(&machine, loop: loop, limit: limit, parked: parked).0 == "dial")
             let connection = Conn()
             machine.dialled(key, connection: connection, loop: loop)
             return connection
@@ -68,7 +57,7 @@ struct UpstreamParkingTests {
         var machine = Machine()
         let parked = Parked()
         let connection = parkedConnection(&machine, on: loopA, limit: 8, parked: parked)
-        let (answer, action) = acquire(&machine, loop: loopA, limit: 8, parked: parked)
+        let (answer, action) = acquireParking(&machine, loop: loopA, limit: 8, parked: parked)
         #expect(answer == "lease")
         if case .lease(let lent)? = action.acquisition { #expect(lent === connection) }
         #expect(parked.connections.isEmpty, "taken from its parking")
@@ -80,18 +69,18 @@ struct UpstreamParkingTests {
         let parked = Parked()
         _ = parkedConnection(&machine, on: loopA, limit: 1, parked: parked)
         parked.connections = []  // its handler took it back for its next request
-        let (answer, action) = acquire(&machine, loop: loopA, limit: 1, parked: parked)
+        let (answer, action) = acquireParking(&machine, loop: loopA, limit: 1, parked: parked)
         #expect(answer == "wait")
         #expect(action.close.isEmpty)
         // Under the limit the request dials its own.
-        #expect(acquire(&machine, loop: loopA, limit: 2, parked: parked).0 == "dial")
+        #expect(acquireParking(&machine, loop: loopA, limit: 2, parked: parked).0 == "dial")
     }
 
     @Test func atTheLimitAConnectionParkedOnAnotherLoopIsClosedAndItsSlotDialled() {
         var machine = Machine()
         let parked = Parked()
         let connection = parkedConnection(&machine, on: loopA, limit: 1, parked: parked)
-        let (answer, action) = acquire(&machine, loop: loopB, limit: 1, parked: parked)
+        let (answer, action) = acquireParking(&machine, loop: loopB, limit: 1, parked: parked)
         #expect(answer == "dial", "no wait in line while a connection is free")
         #expect(action.close.count == 1 && action.close[0] === connection)
         #expect(machine.entries[key]?.open == 1, "the slot moved, it was not freed")
@@ -99,7 +88,7 @@ struct UpstreamParkingTests {
         var roomy = Machine()
         let kept = Parked()
         _ = parkedConnection(&roomy, on: loopA, limit: 2, parked: kept)
-        #expect(acquire(&roomy, loop: loopB, limit: 2, parked: kept).1.close.isEmpty)
+        #expect(acquireParking(&roomy, loop: loopB, limit: 2, parked: kept).1.close.isEmpty)
         #expect(kept.connections.count == 1)
     }
 
@@ -108,7 +97,7 @@ struct UpstreamParkingTests {
         let parked = Parked()
         let both = parkedConnections(&machine, on: loopA, limit: 8, parked: parked, count: 2)
         let (dead, live) = (both[0], both[1])
-        let (answer, action) = acquire(&machine, loop: loopA, limit: 8, parked: parked, alive: { $0 !== dead })
+        let (answer, action) = acquireParking(&machine, loop: loopA, limit: 8, parked: parked, alive: { $0 !== dead })
         #expect(answer == "lease")
         if case .lease(let lent)? = action.acquisition { #expect(lent === live) }
         #expect(action.close.count == 1 && action.close[0] === dead)
