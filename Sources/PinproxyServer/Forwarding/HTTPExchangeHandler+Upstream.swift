@@ -35,6 +35,13 @@ extension HTTPExchangeHandler {
         return connection
     }
 
+    /// The parked connection, if still free, back to the pool, idle since it
+    /// was parked: the app connection is going.
+    func releaseParked() {
+        guard let connection = takeParked() else { return }
+        services.pool.release(connection, idleSince: parkedAt)
+    }
+
     func acquire(_ plan: DialPlan, context: ChannelHandlerContext) {
         // The common keep-alive request: the connection the last one used,
         // without the pool (same policy, host, port and TLS: the same key).

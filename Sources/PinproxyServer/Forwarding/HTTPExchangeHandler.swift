@@ -76,7 +76,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
 
     func handlerRemoved(context: ChannelHandlerContext) {
         sweeper?.unwatch(self)
-        if let connection = takeParked() { services.pool.release(connection, idleSince: parkedAt) }
+        releaseParked()
         self.context = nil
     }
 
@@ -87,7 +87,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
 
     func channelInactive(context: ChannelHandlerContext) {
         sweeper?.unwatch(self)
-        if let connection = takeParked() { services.pool.release(connection, idleSince: parkedAt) }
+        releaseParked()
         execute(machine.clientClosed(), context: context)
         context.fireChannelInactive()
     }
