@@ -61,9 +61,6 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
     /// A final response head or a DATA not yet written: it may end the stream itself.
     private var held = HeldFrame()
 
-    /// An empty DATA frame's bytes, shared (a `ByteBuffer` is a value).
-    private static let empty = ByteBuffer()
-
     init(idleTimeout: TimeAmount) {
         self.idleTimeout = idleTimeout
     }
@@ -179,7 +176,7 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
         case .head(let head):
-            writeHeld(context: context)
+            held.write(on: context)
             let headers = HTTP2Frame.FramePayload.Headers(headers: HTTP2HeaderBlocks.responseBlock(head))
             if head.status.code < 200 {
                 context.write(wrapOutboundOut(.headers(headers)), promise: promise)  // informational: more follows
@@ -187,30 +184,21 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
                 held.hold(.headers(headers), promise: promise)
             }
         case .body(let body):
-            writeHeld(context: context)
+            held.write(on: context)
             held.hold(.data(.init(data: body)), promise: promise)
         case .end(let trailers?):
-            writeHeld(context: context)
+            held.write(on: context)
             let block = HTTP2Frame.FramePayload.Headers(headers: HTTP2HeaderBlocks.trailerBlock(trailers), endStream: true)
             context.write(wrapOutboundOut(.headers(block)), promise: promise)
         case .end(nil):
-            if let (last, lastPromise) = held.takeEnding(promise: promise) {
-                // Nothing between the last frame and the end: it ends the stream.
-                context.write(wrapOutboundOut(last), promise: lastPromise)
-            } else {
-                context.write(wrapOutboundOut(.data(.init(data: .byteBuffer(Self.empty), endStream: true))), promise: promise)
-            }
+            // END_STREAM on the last frame written, else on an empty DATA.
+            held.writeEnd(promise: promise, on: context)
         }
     }
 
     func flush(context: ChannelHandlerContext) {
-        writeHeld(context: context)
+        held.write(on: context)
         context.flush()
-    }
-
-    private func writeHeld(context: ChannelHandlerContext) {
-        guard let (payload, promise) = held.take() else { return }
-        context.write(wrapOutboundOut(payload), promise: promise)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {

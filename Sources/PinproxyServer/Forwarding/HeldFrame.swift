@@ -12,16 +12,21 @@ struct HeldFrame {
         held = (payload, promise)
     }
 
-    /// The held frame as it is, to be written now; nil when nothing is held.
-    mutating func take() -> (payload: HTTP2Frame.FramePayload, promise: EventLoopPromise<Void>?)? {
-        defer { held = nil }
-        return held
+    /// Writes the held frame as it is, if any: the next part is not the end,
+    /// or a flush came. The adapter's outbound type is the frame payload.
+    mutating func write(on context: ChannelHandlerContext) {
+        guard let (payload, promise) = take() else { return }
+        context.write(NIOAny(payload), promise: promise)
     }
 
-    /// The held frame with END_STREAM set and the promise to write it with
-    /// (`promise`, the end's, completes with it); nil when nothing is held.
-    mutating func takeEnding(promise: EventLoopPromise<Void>?) -> (payload: HTTP2Frame.FramePayload, promise: EventLoopPromise<Void>?)? {
-        guard let (payload, heldPromise) = take() else { return nil }
+    /// Writes the end of the stream: END_STREAM set on the held frame (the
+    /// end's `promise` completes with it), or, with nothing held, an empty
+    /// DATA frame that carries it.
+    mutating func writeEnd(promise: EventLoopPromise<Void>?, on context: ChannelHandlerContext) {
+        guard let (payload, heldPromise) = take() else {
+            context.write(NIOAny(HTTP2Frame.FramePayload.data(.init(data: .byteBuffer(Self.empty), endStream: true))), promise: promise)
+            return
+        }
         var last = payload
         switch last {
         case .headers(var headers):
@@ -34,7 +39,15 @@ struct HeldFrame {
             break  // only HEADERS and DATA are held
         }
         heldPromise?.futureResult.cascade(to: promise)
-        return (last, heldPromise ?? promise)
+        context.write(NIOAny(last), promise: heldPromise ?? promise)
+    }
+
+    /// An empty DATA frame's bytes, shared (a `ByteBuffer` is a value).
+    private static let empty = ByteBuffer()
+
+    private mutating func take() -> (payload: HTTP2Frame.FramePayload, promise: EventLoopPromise<Void>?)? {
+        defer { held = nil }
+        return held
     }
 
     /// The stream failed or its channel went away before the frame was written.

@@ -30,8 +30,6 @@ final class UpstreamHTTP2StreamAdapter: ChannelDuplexHandler {
     /// The request's last frame, not yet written.
     private var pending = HeldFrame()
 
-    private static let empty = ByteBuffer()
-
     // MARK: Request
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
@@ -46,32 +44,24 @@ final class UpstreamHTTP2StreamAdapter: ChannelDuplexHandler {
                 return
             }
             response = .awaitingHead(request: head.method)
-            writePending(context: context)
+            pending.write(on: context)
             pending.hold(.headers(.init(headers: block)), promise: promise)
         case .body(let body):
-            writePending(context: context)
+            pending.write(on: context)
             pending.hold(.data(.init(data: body)), promise: promise)
         case .end(let trailers?):
-            writePending(context: context)
+            pending.write(on: context)
             let block = HTTP2Frame.FramePayload.Headers(headers: HTTP2HeaderBlocks.trailerBlock(trailers), endStream: true)
             context.write(wrapOutboundOut(.headers(block)), promise: promise)
         case .end(nil):
-            guard let (last, lastPromise) = pending.takeEnding(promise: promise) else {
-                context.write(wrapOutboundOut(.data(.init(data: .byteBuffer(Self.empty), endStream: true))), promise: promise)
-                return
-            }
-            context.write(wrapOutboundOut(last), promise: lastPromise)
+            // END_STREAM on the last frame written, else on an empty DATA.
+            pending.writeEnd(promise: promise, on: context)
         }
     }
 
     func flush(context: ChannelHandlerContext) {
-        writePending(context: context)
+        pending.write(on: context)
         context.flush()
-    }
-
-    private func writePending(context: ChannelHandlerContext) {
-        guard let (payload, promise) = pending.take() else { return }
-        context.write(wrapOutboundOut(payload), promise: promise)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
