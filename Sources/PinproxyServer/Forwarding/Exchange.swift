@@ -37,7 +37,7 @@ final class Exchange {
     var requestEnded: Bool { request == .ended }
     /// Parts read before the head could go up (no upstream yet, or a token
     /// being fetched): nothing of a request reaches the upstream before its head.
-    var pending: [PendingPart] = []
+    var pending = PendingParts()
     var bytesUp = 0
     var bytesDown = 0
     var status: Int?
@@ -183,8 +183,31 @@ enum SpliceFailure: Equatable {
     }
 }
 
-/// A request part waiting for its head to go up first.
-enum PendingPart {
-    case body(ByteBuffer)
-    case end(HTTPHeaders?)
+/// The request parts waiting for their head to go up first, in order: body
+/// slices, then perhaps the end. The end is kept beside the slices, not in a
+/// list with them: the common request (its head, then its end while an
+/// upstream is found, as every HTTP/2 stream's) keeps no list, where one was
+/// an allocation per stream (issue 33).
+struct PendingParts {
+    private(set) var bodies: [ByteBuffer] = []
+    /// The end came (after `bodies`), with `trailers` if it had any.
+    private(set) var ended = false
+    private(set) var trailers: HTTPHeaders?
+
+    /// The whole of a kept request: `bodies`, then its end without trailers.
+    static func ended(after bodies: [ByteBuffer]) -> PendingParts {
+        PendingParts(bodies: bodies, ended: true, trailers: nil)
+    }
+
+    mutating func append(_ body: ByteBuffer) {
+        bodies.append(body)
+    }
+
+    mutating func end(_ trailers: HTTPHeaders?) {
+        ended = true
+        self.trailers = trailers
+    }
+
+    /// Parts waiting: each slice, and the end.
+    var count: Int { bodies.count + (ended ? 1 : 0) }
 }

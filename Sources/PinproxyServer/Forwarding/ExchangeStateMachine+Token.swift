@@ -55,7 +55,7 @@ extension ExchangeStateMachine {
         guard case .attached(let placement, let generation) = exchange.token, exchange.requestEnded,
               case .keeping(let body, _) = exchange.replay else { return nil }
         exchange.replay = .used
-        exchange.pending = body.map { .body($0) } + [.end(nil)]
+        exchange.pending = .ended(after: body)
         exchange.responseDeadline = nil
         state = .discardingRefusal(exchange, route, upstream)
         return .invalidateToken(credential: placement.credential, generation: generation)

@@ -61,7 +61,7 @@ extension ExchangeStateMachine {
     /// Head and pending parts go up together: the head always first.
     mutating func send(_ exchange: Exchange, _ route: Route, on upstream: Upstream, now: NIODeadline) -> Action {
         let pending = exchange.pending
-        exchange.pending = []
+        exchange.pending = PendingParts()
         if exchange.requestEnded { exchange.responseDeadline = now + exchange.responseTimeout }
         let readClient = !exchange.requestEnded
         state = .forwarding(exchange, route, upstream)
@@ -208,7 +208,7 @@ extension ExchangeStateMachine {
             if exchange.retryableAfterLoss(error) {
                 // A pooled connection the server had already closed: once more, on a fresh one.
                 exchange.retried = true
-                exchange.pending = [.end(nil)]
+                exchange.pending = .ended(after: [])
                 state = .acquiring(exchange, route)
                 return .releaseAndAcquire(upstream, reusable: false, plan: route.plan)
             }

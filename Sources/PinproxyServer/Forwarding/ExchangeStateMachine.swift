@@ -82,7 +82,7 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         /// Write the head and every pending part (flushing unless a read burst
         /// is under way: its end flushes), read the response, and read more
         /// of the request unless it has ended.
-        case sendRequest(HTTPRequestHead, pending: [PendingPart], to: Upstream, flush: Bool, readClient: Bool)
+        case sendRequest(HTTPRequestHead, pending: PendingParts, to: Upstream, flush: Bool, readClient: Bool)
         case forwardBody(ByteBuffer, to: Upstream)
         case forwardEnd(HTTPHeaders?, to: Upstream)
         case writeInformational(HTTPResponseHead)
@@ -247,7 +247,7 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
             exchange.replay.keep(body, limit: Self.replayLimit)
             switch upstream {
             case .sending(let upstream): return .forwardBody(body, to: upstream)
-            case .holding: exchange.pending.append(.body(body)); return .none
+            case .holding: exchange.pending.append(body); return .none
             case .none: return .none  // dropped: the response is done or refused
             }
         }
@@ -268,7 +268,7 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
                     if !exchange.responseStarted { exchange.responseDeadline = now + exchange.responseTimeout }
                     return .forwardEnd(trailers, to: upstream)
                 case .holding:
-                    exchange.pending.append(.end(trailers))
+                    exchange.pending.end(trailers)
                     return .none
                 case .none:
                     return .none

@@ -198,12 +198,8 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             fetchToken(credential, host: host, policy: policy, holding: upstream, context: context)
         case .sendRequest(let head, let pending, let upstream, let flush, let readClient):
             upstream.write(.head(head))
-            for part in pending {
-                switch part {
-                case .body(let body): upstream.write(.body(.byteBuffer(body)))
-                case .end(let trailers): upstream.write(.end(trailers))
-                }
-            }
+            for body in pending.bodies { upstream.write(.body(.byteBuffer(body))) }
+            if pending.ended { upstream.write(.end(pending.trailers)) }
             if flush { upstream.flush() }
             if readClient { context.read() }
             upstream.read()

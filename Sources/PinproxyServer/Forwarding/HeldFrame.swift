@@ -23,13 +23,16 @@ struct HeldFrame {
     /// end's `promise` completes with it), or, with nothing held, an empty
     /// DATA frame that carries it.
     mutating func writeEnd(promise: EventLoopPromise<Void>?, on context: ChannelHandlerContext) {
-        guard let (payload, heldPromise) = take() else {
+        guard var (last, heldPromise) = take() else {
             context.write(NIOAny(HTTP2Frame.FramePayload.data(.init(data: .byteBuffer(Self.empty), endStream: true))), promise: promise)
             return
         }
-        var last = payload
         switch last {
         case .headers(var headers):
+            // The enum lets go of the block first: a HEADERS frame's fields
+            // are copy-on-write, and with two holders setting the flag
+            // copied them (an allocation per stream, issue 33).
+            last = Self.placeholder
             headers.endStream = true
             last = .headers(headers)
         case .data(var data):
@@ -41,6 +44,10 @@ struct HeldFrame {
         heldPromise?.futureResult.cascade(to: promise)
         context.write(NIOAny(last), promise: heldPromise ?? promise)
     }
+
+    /// What the held frame's enum holds for a moment while its HEADERS are
+    /// changed in place: a payload without storage.
+    private static let placeholder = HTTP2Frame.FramePayload.windowUpdate(windowSizeIncrement: 0)
 
     /// An empty DATA frame's bytes, shared (a `ByteBuffer` is a value).
     private static let empty = ByteBuffer()

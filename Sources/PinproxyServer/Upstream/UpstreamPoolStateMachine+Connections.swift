@@ -64,22 +64,22 @@ extension UpstreamPoolStateMachine {
     /// An HTTP/2 stream ended: its room goes to a waiter on the connection's
     /// loop, else the connection idles (or closes, after GOAWAY or a reload).
     mutating func streamEnded(_ key: Key, connection: Connection, now: NIODeadline) -> Action {
-        guard var entry = entries[key], let index = entry.members.firstIndex(where: { $0.connection === connection }) else {
+        guard let index = entries[key]?.members.firstIndex(where: { $0.connection === connection }) else {
             return .none  // already gone (closed, retired)
         }
-        let member = entry.members[index]
+        let member = entries[key]!.members[index]
         guard case .streaming(let count) = member.state else {
             preconditionFailure("a stream ended on an upstream connection in state \(member.state)")
         }
-        entry.members[index].state = count > 1 ? .streaming(count - 1) : .idle(since: now)
+        // Changed where it lies: a copy of the entry taken out would make the
+        // change copy the member list, an allocation per stream (issue 33).
+        entries[key]!.members[index].state = count > 1 ? .streaming(count - 1) : .idle(since: now)
         let current = currentDigests?.contains(key.digest) ?? true
         if count == 1, !current || member.capacity == 0 {
             // Retired by a reload, or the server sent GOAWAY: it goes once empty.
-            entry.members.remove(at: index)
-            entries[key] = entry
+            entries[key]!.members.remove(at: index)
             return Action(handOvers: passSlot(key).map { [$0] } ?? [], close: [connection])
         }
-        entries[key] = entry
         guard current else { return .none }
         var action = Action(handOvers: grantStreams(key, connection: connection))
         if let index = entries[key]?.members.firstIndex(where: { $0.connection === connection }),
