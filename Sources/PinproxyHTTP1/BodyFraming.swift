@@ -155,12 +155,22 @@ public enum FieldNames {
     public static func equal(_ bytes: UnsafeRawBufferPointer, _ lowercase: StaticString) -> Bool {
         guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
         let expected = lowercase.utf8Start
-        for offset in 0..<bytes.count {
-            var byte = bytes[offset]
-            if byte >= 0x41 && byte <= 0x5A { byte |= 0x20 }
-            guard byte == expected[offset] else { return false }
-        }
+        for offset in 0..<bytes.count where folded(bytes[offset]) != expected[offset] { return false }
         return true
+    }
+
+    /// Whether two names' bytes are the same but for ASCII letters' case
+    /// (a name one field lists, such as a `Connection` token, against another's).
+    public static func equal(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        guard a.count == b.count else { return false }
+        for offset in 0..<a.count where folded(a[offset]) != folded(b[offset]) { return false }
+        return true
+    }
+
+    /// `byte` with an ASCII capital made lowercase.
+    @inlinable
+    public static func folded(_ byte: UInt8) -> UInt8 {
+        (byte >= 0x41 && byte <= 0x5A) ? byte | 0x20 : byte
     }
 
     /// Whether a tab stands anywhere after the field's colon: NIO refuses

@@ -23,7 +23,7 @@ struct HeldFrame {
     /// end's `promise` completes with it), or, with nothing held, an empty
     /// DATA frame that carries it.
     mutating func writeEnd(promise: EventLoopPromise<Void>?, on context: ChannelHandlerContext) {
-        guard var (last, heldPromise) = take() else {
+        guard case (var last, let heldPromise)? = take() else {
             context.write(NIOAny(HTTP2Frame.FramePayload.data(.init(data: .byteBuffer(Self.empty), endStream: true))), promise: promise)
             return
         }

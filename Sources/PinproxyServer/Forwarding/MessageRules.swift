@@ -66,23 +66,18 @@ enum MessageRules {
             // stepping through a `UTF8View` cost more than the comparing, and
             // every head is scanned with this several times.
             if let equal = text.utf8.withContiguousStorageIfAvailable({ bytes in
-                for index in 0..<bytes.count where foldedASCII(bytes[index]) != expected[index] { return false }
+                for index in 0..<bytes.count where FieldNames.folded(bytes[index]) != expected[index] { return false }
                 return true
             }) {
                 return equal
             }
             var index = 0
             for byte in text.utf8 {
-                if foldedASCII(byte) != expected[index] { return false }
+                if FieldNames.folded(byte) != expected[index] { return false }
                 index += 1
             }
             return true
         }
-    }
-
-    /// `byte` with an ASCII capital made lowercase.
-    private static func foldedASCII(_ byte: UInt8) -> UInt8 {
-        (byte >= 65 && byte <= 90) ? byte | 0x20 : byte
     }
 
     /// The size of a head as it stands on the wire (request line, fields with
@@ -169,7 +164,7 @@ enum MessageRules {
                 }
             }
             return body { name in
-                !isHopByHop(name) && !named.contains { equalIgnoringCase($0.bytes(in: bytes), name) }
+                !isHopByHop(name) && !named.contains { FieldNames.equal($0.bytes(in: bytes), name) }
             }
         }
     }
@@ -195,13 +190,6 @@ enum MessageRules {
         case 19: return FieldNames.equal(name, "proxy-authorization")
         default: return false
         }
-    }
-
-    /// Two names' bytes equal but for ASCII letters' case.
-    private static func equalIgnoringCase(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
-        guard a.count == b.count else { return false }
-        for index in 0..<a.count where foldedASCII(a[index]) != foldedASCII(b[index]) { return false }
-        return true
     }
 
     /// The head sent back to the client: hop-by-hop removed, `Via` added.
