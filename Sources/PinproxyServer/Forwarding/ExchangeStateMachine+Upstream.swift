@@ -71,7 +71,8 @@ extension ExchangeStateMachine {
     // MARK: The response
 
     /// The upstream's head. One read as bytes goes on to the app as its
-    /// bytes, edited (`ClientResponseHead.forwarded`); only a `101` and an
+    /// bytes, edited (`ClientResponseHead.forwarded`), and an HTTP/2 block as
+    /// its block (`ClientResponseHead.block`); only a `101` and an
     /// informational answer are made whole here.
     mutating func responseHead(_ head: UpstreamResponseHead, now: NIODeadline) -> Action {
         if case .authorizing = state { return unaskedAnswer() }
@@ -104,6 +105,7 @@ extension ExchangeStateMachine {
         let clientHead: ClientResponseHead
         switch head {
         case .bytes(let bytes): clientHead = .forwarded(bytes, closing: exchange.closeAfter)
+        case .block(let block): clientHead = .block(block, closing: exchange.closeAfter)
         case .parsed(let parsed): clientHead = .head(MessageRules.clientHead(from: parsed, closing: exchange.closeAfter))
         }
         state = .forwarding(exchange, route, upstream)

@@ -57,12 +57,18 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
 
     private var request = Request.awaitingHead
     private let idleTimeout: TimeAmount
+    /// For `writeForwarded`, which the exchange calls directly.
+    private var context: ChannelHandlerContext?
     private var stall: Scheduled<Void>?
     /// A final response head or a DATA not yet written: it may end the stream itself.
     private var held = HeldFrame()
 
     init(idleTimeout: TimeAmount) {
         self.idleTimeout = idleTimeout
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
     }
 
     // MARK: Request
@@ -196,12 +202,23 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
         }
     }
 
+    /// A final response head that is already a block (an HTTP/2 upstream's,
+    /// edited: `HTTP2ResponseBlock.forwarded`), held as `write` holds a head
+    /// made whole. The exchange calls this in place of writing the head
+    /// through the pipeline, which carries heads made whole.
+    func writeForwarded(_ block: HPACKHeaders) {
+        guard let context else { return }  // removed: the stream is gone
+        held.write(on: context)
+        held.hold(.headers(.init(headers: block)), promise: nil)
+    }
+
     func flush(context: ChannelHandlerContext) {
         held.write(on: context)
         context.flush()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
         stall?.cancel()
         stall = nil
         held.fail(ChannelError.ioOnClosedChannel)

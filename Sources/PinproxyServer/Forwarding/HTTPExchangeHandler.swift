@@ -37,6 +37,10 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     /// answer to `HEAD` or `CONNECT` has no body), and handed the heads
     /// forwarded as bytes. Nil on an HTTP/2 stream.
     var responseWriter: ResponseWriter?
+    /// The app's HTTP/2 stream's adapter, sent an HTTP/2 upstream's head as
+    /// its block, edited (`HTTP2StreamAdapter.writeForwarded`). Nil on an
+    /// HTTP/1.1 connection.
+    var streamAdapter: HTTP2StreamAdapter?
     /// The series of the policy this connection's requests went to last
     /// (outside an intercepted session: inside, the session keeps them).
     private var traffic: (policy: HostPolicy?, recorder: any TrafficRecorder)?
@@ -333,14 +337,21 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
 
     // MARK: Writing
 
-    /// A head forwarded as the upstream's bytes goes to this connection's
-    /// writer as they are, edited on the way (`ResponseWriter.writeForwarded`);
-    /// an HTTP/2 stream, which has no such writer, is sent it made whole.
+    /// A head forwarded as the upstream's bytes goes to an HTTP/1.1
+    /// connection's writer as they are, edited on the way
+    /// (`ResponseWriter.writeForwarded`), and one forwarded as an HTTP/2
+    /// block to an HTTP/2 stream's adapter as that block, edited
+    /// (`HTTP2ResponseBlock.forwarded`); an app in the other protocol is
+    /// sent the head made whole.
     private func writeResponseHead(_ head: ClientResponseHead, context: ChannelHandlerContext) {
-        guard case .forwarded(let bytes, let closing) = head, let responseWriter else {
-            return context.write(wrapOutboundOut(.head(head.whole)), promise: nil)
+        switch (head, responseWriter, streamAdapter) {
+        case (.forwarded(let bytes, let closing), let responseWriter?, _):
+            MessageRules.writeForwarded(bytes, closing: closing, to: responseWriter)
+        case (.block(let block, let closing), _, let streamAdapter?):
+            streamAdapter.writeForwarded(block.forwarded(closing: closing))
+        default:
+            context.write(wrapOutboundOut(.head(head.whole)), promise: nil)
         }
-        MessageRules.writeForwarded(bytes, closing: closing, to: responseWriter)
     }
 
     private func writeRefusal(_ error: ProxyError, close: Bool, context: ChannelHandlerContext) {

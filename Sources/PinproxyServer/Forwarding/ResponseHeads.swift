@@ -4,11 +4,12 @@ import PinproxyHTTP1
 import PinproxyHTTP1NIO
 
 /// A response head as an upstream hands it to the exchange: the bytes an
-/// HTTP/1.1 connection's head path read (`HeadPathDecoder` makes it), or
-/// the head an HTTP/2 stream's adapter made from its header block. The
-/// exchange reads the status and the connection's persistence from either.
+/// HTTP/1.1 connection's head path read (`HeadPathDecoder` makes it), the
+/// header block an HTTP/2 stream's adapter read, or a head made whole. The
+/// exchange reads the status and the connection's persistence from each.
 enum UpstreamResponseHead: ResponseHeadPathHead {
     case bytes(ResponseHeadBytes)
+    case block(HTTP2ResponseBlock)
     case parsed(HTTPResponseHead)
 
     static var kind: HeadParser.Kind { .response }
@@ -24,6 +25,7 @@ enum UpstreamResponseHead: ResponseHeadPathHead {
     var statusCode: Int {
         switch self {
         case .bytes(let head): return head.statusCode
+        case .block(let head): return head.status
         case .parsed(let head): return Int(head.status.code)
         }
     }
@@ -32,10 +34,12 @@ enum UpstreamResponseHead: ResponseHeadPathHead {
     /// NIO's decoder says, not when the body runs to the close. (NIO also
     /// reads a `Proxy-Connection: keep-alive` as `Connection`'s, which lets
     /// an HTTP/1.0 upstream's connection be reused; a server does not send
-    /// that field, and the head path reads only `Connection`.)
+    /// that field, and the head path reads only `Connection`.) An HTTP/2
+    /// stream's connection goes on; the stream itself ends with its response.
     var isKeepAlive: Bool {
         switch self {
         case .bytes(let head): return head.persists && head.framing != .untilClose
+        case .block: return true
         case .parsed(let head): return head.isKeepAlive
         }
     }
@@ -44,6 +48,7 @@ enum UpstreamResponseHead: ResponseHeadPathHead {
     func first(_ lowercaseName: StaticString) -> String? {
         switch self {
         case .bytes(let head): return head.first(lowercaseName)
+        case .block(let head): return head.first(lowercaseName)
         case .parsed(let head): return head.headers.first(name: "\(lowercaseName)")
         }
     }
@@ -53,6 +58,7 @@ enum UpstreamResponseHead: ResponseHeadPathHead {
     var head: HTTPResponseHead {
         switch self {
         case .bytes(let head): return head.head
+        case .block(let head): return head.head
         case .parsed(let head): return head
         }
     }
@@ -69,12 +75,16 @@ enum ClientResponseHead {
     /// `MessageRules.clientHead` edits a head: its hop-by-hop fields left
     /// out, `Via` added, and `Connection: close` when `closing`.
     case forwarded(ResponseHeadBytes, closing: Bool)
+    /// An HTTP/2 upstream's block, which an HTTP/2 app's stream is sent
+    /// edited as `clientHead` edits a head (`HTTP2ResponseBlock.forwarded`).
+    case block(HTTP2ResponseBlock, closing: Bool)
 
-    /// The same head made whole: what an HTTP/2 app's stream is sent.
+    /// The same head made whole: what an app is sent in the other protocol.
     var whole: HTTPResponseHead {
         switch self {
         case .head(let head): return head
         case .forwarded(let head, let closing): return MessageRules.clientHead(from: head.head, closing: closing)
+        case .block(let head, let closing): return MessageRules.clientHead(from: head.head, closing: closing)
         }
     }
 }

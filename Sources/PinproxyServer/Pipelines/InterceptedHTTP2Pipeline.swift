@@ -76,8 +76,10 @@ enum InterceptedHTTP2Pipeline {
     /// target builds its HTTP/2 streams with this too).
     static func configureStream(_ sync: ChannelPipeline.SynchronousOperations, idleTimeout: TimeAmount,
                                 exchange: HTTPExchangeHandler) throws {
-        try sync.addHandler(HTTP2StreamAdapter(idleTimeout: idleTimeout))
+        let adapter = HTTP2StreamAdapter(idleTimeout: idleTimeout)
+        try sync.addHandler(adapter)
         try sync.addHandler(exchange)
+        exchange.streamAdapter = adapter
     }
 
     /// Streams an app may open at once on one connection (SETTINGS_MAX_CONCURRENT_STREAMS).

@@ -6,8 +6,10 @@ import NIOHTTP2
 /// The upstream edge of one h2 stream an exchange holds: its request parts
 /// become frame payloads and the server's frames become response parts,
 /// directly, where swift-nio-http2's `HTTP2FramePayloadToHTTP1ClientCodec`
-/// stood (one header conversion each way, `HTTP2HeaderBlocks`; the same
-/// frames and the same heads). `NIOHTTP2Handler` validates both directions'
+/// stood (the same frames and the same heads: the request's head converted
+/// once, `HTTP2HeaderBlocks`; the response's kept as its block,
+/// `HTTP2ResponseBlock`, and made whole only for what reads it whole).
+/// `NIOHTTP2Handler` validates both directions'
 /// blocks, and the DATA against `content-length`, before and after this.
 ///
 /// The request's last frame is held until the next part, a flush or the
@@ -92,9 +94,9 @@ final class UpstreamHTTP2StreamAdapter: ChannelDuplexHandler {
         switch response {
         case .awaitingHead(let method):
             do {
-                let head = try HTTP2HeaderBlocks.responseHead(headers.headers, request: method, endStream: headers.endStream)
-                if head.status.code >= 200 { response = .receiving }
-                context.fireChannelRead(wrapInboundOut(.head(.parsed(head))))
+                let head = try HTTP2ResponseBlock(headers.headers, request: method, endStream: headers.endStream)
+                if head.status >= 200 { response = .receiving }
+                context.fireChannelRead(wrapInboundOut(.head(.block(head))))
                 if headers.endStream { context.fireChannelRead(wrapInboundOut(.end(nil))) }
             } catch {
                 context.fireErrorCaught(error)
@@ -127,29 +129,5 @@ extension HTTP2HeaderBlocks {
         block.add(name: ":authority", value: authority)
         appendNormalised(head.headers, to: &block, droppingHost: true)
         return block
-    }
-
-    /// The exchange's head for a response block: `:status`, the fields, and
-    /// for a final response that may have a body and declares no length the
-    /// framing NIO's codec gave it (`content-length: 0` when the block ends
-    /// the stream, else `transfer-encoding: chunked`).
-    static func responseHead(_ block: HPACKHeaders, request method: HTTPMethod, endStream: Bool) throws -> HTTPResponseHead {
-        var status: Int?
-        var hasLength = false
-        for (name, value, _) in block {
-            if name == ":status" {
-                guard status == nil, value.utf8.count == 3, let code = Int(value) else { throw Malformed.invalidStatus }
-                status = code
-            } else if name == "content-length" {
-                hasLength = true
-            }
-        }
-        guard let status else { throw Malformed.missingPseudoHeader(":status") }
-        var headers = fields(block)
-        let mayHaveBody = status >= 200 && status != 204 && status != 304 && method != .HEAD && method != .CONNECT
-        if mayHaveBody && !hasLength {
-            headers.add(name: endStream ? "content-length" : "transfer-encoding", value: endStream ? "0" : "chunked")
-        }
-        return HTTPResponseHead(version: .http2, status: HTTPResponseStatus(statusCode: status), headers: headers)
     }
 }
