@@ -49,5 +49,13 @@ struct HTTP2UpstreamLimitTests {
             .filter { $0.contains("/fast-") }.map { $0.split(separator: " ")[0] })
         #expect(connections.count == 1, "\(connections)")
         #expect(slow.isRunning, "the download was still holding its stream")
+        // Each ended stream left the gauge as it closed: the download's alone
+        // is open, and once its app goes, none.
+        let streams = { try ChildProcess.run("curl", ["-s", "http://127.0.0.1:\(admin)/metrics"]).output }
+        #expect(try await pollUntil(timeout: 10) { try streams().contains(#"pinproxy_upstream_streams{host="limit.test"} 1"#) })
+        slow.stop()
+        let closed = try await pollUntil(timeout: 10) { try streams().contains(#"pinproxy_upstream_streams{host="limit.test"} 0"#) }
+        let gauge = try streams().split(separator: "\n").filter { $0.hasPrefix("pinproxy_upstream_streams") }
+        #expect(closed, "\(gauge)")
     }
 }

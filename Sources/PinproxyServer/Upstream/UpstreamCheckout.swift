@@ -98,7 +98,9 @@ final class UpstreamCheckout: Sendable {
             switch result {
             case .success(let stream):
                 self.instrumentation.upstreamStreams(policy: policy, delta: 1)
-                stream.channel.closeFuture.whenComplete { _ in self.instrumentation.upstreamStreams(policy: policy, delta: -1) }
+                // Told by the stream's handler as it closes: one closure, where
+                // a callback on its close future wrapped this one in another.
+                stream.onClose = { self.instrumentation.upstreamStreams(policy: policy, delta: -1) }
                 checkedOut.succeed((stream, reused))
             case .failure(let error):
                 self.pool.streamEnded(on: connection)
