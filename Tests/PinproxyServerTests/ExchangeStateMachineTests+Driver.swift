@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import NIOHTTP1
+import PinproxyHTTP1
 import PinproxyPolicy
 import Testing
 
@@ -77,10 +78,10 @@ extension ExchangeStateMachineTests {
             case .responseHead(let status, let keepAlive):
                 var headers = HTTPHeaders([("Content-Length", "10")])
                 if !keepAlive { headers.add(name: "Connection", value: "close") }
-                action = machine.responseHead(.parsed(HTTPResponseHead(version: .http1_1, status: .init(statusCode: status), headers: headers)), now: now)
+                action = machine.responseHead(.http1(HTTPResponseHead(version: .http1_1, status: .init(statusCode: status), headers: headers)), now: now)
             case .switching:
                 let headers = HTTPHeaders([("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Accept", "abc=")])
-                action = machine.responseHead(.parsed(HTTPResponseHead(version: .http1_1, status: .switchingProtocols, headers: headers)), now: now)
+                action = machine.responseHead(.http1(HTTPResponseHead(version: .http1_1, status: .switchingProtocols, headers: headers)), now: now)
             case .responseBody(let count):
                 action = machine.responseBody(ByteBuffer(repeating: 0x62, count: count), now: now)
             case .responseEnd:
@@ -200,6 +201,22 @@ extension ExchangeStateMachineTests {
         case .readClient: return "readClient"
         case .readUpstream: return "readUpstream"
         case .closeClient: return "closeClient"
+        }
+    }
+}
+
+extension UpstreamResponseHead {
+    /// An HTTP/1.1 upstream's head as the head path hands it on: `head`
+    /// written out, then read by `HeadParser`.
+    static func http1(_ head: HTTPResponseHead) -> UpstreamResponseHead {
+        var text = "HTTP/1.1 \(head.status.code) \(head.status.reasonPhrase)\r\n"
+        for (name, value) in head.headers { text += "\(name): \(value)\r\n" }
+        text += "\r\n"
+        return ByteBuffer(string: text).withUnsafeReadableBytes { bytes in
+            guard case .head(let parsed) = HeadParser(kind: .response, maxFieldBytes: 80 * 1024, maxFieldCount: 100).parse(bytes) else {
+                preconditionFailure("not a head: \(text)")
+            }
+            return UpstreamResponseHead(parsed, in: bytes)
         }
     }
 }

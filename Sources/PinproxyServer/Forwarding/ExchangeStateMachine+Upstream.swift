@@ -106,7 +106,6 @@ extension ExchangeStateMachine {
         switch head {
         case .bytes(let bytes): clientHead = .forwarded(bytes, closing: exchange.closeAfter)
         case .block(let block): clientHead = .block(block, closing: exchange.closeAfter)
-        case .parsed(let parsed): clientHead = .head(MessageRules.clientHead(from: parsed, closing: exchange.closeAfter))
         }
         state = .forwarding(exchange, route, upstream)
         if code == 429, let credential = exchange.token.attachedCredential {

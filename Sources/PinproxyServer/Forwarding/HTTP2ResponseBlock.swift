@@ -83,29 +83,15 @@ struct HTTP2ResponseBlock: Equatable {
         forwarded.add(name: ":status", value: String(status))
         for (name, value, indexing) in block where name.utf8.first != UInt8(ascii: ":") {
             let lower = HTTP2HeaderBlocks.lowercased(name)
-            // The fields `clientHead` strips and `responseBlock` drops; and,
-            // when the head says `Connection: close`, one named `close`.
-            if Self.isLeftOut(lower) || (closing && lower == "close") { continue }
+            // The fields `clientHead` strips (hop-by-hop) and `responseBlock`
+            // drops (those HTTP/2 forbids: the same, and `transfer-encoding`);
+            // and, when the head says `Connection: close`, one named `close`.
+            if MessageRules.isHopByHop(lower) || lower == "transfer-encoding" || (closing && lower == "close") { continue }
             forwarded.add(name: lower, value: value, indexing: indexing)
         }
         // `transfer-encoding` would be left out as any is.
         if framing == .emptyLength { forwarded.add(name: "content-length", value: "0") }
         forwarded.add(name: "via", value: Via.value(receivedIn: .http2))
         return forwarded
-    }
-
-    /// Hop-by-hop fields (`MessageRules.isHopByHop`) and those HTTP/2 forbids
-    /// (`transfer-encoding`, and the hop-by-hop ones again), by lowercase name.
-    private static func isLeftOut(_ name: String) -> Bool {
-        switch name.utf8.count {
-        case 2: return name == "te"
-        case 7: return name == "trailer" || name == "upgrade"
-        case 10: return name == "connection" || name == "keep-alive"
-        case 16: return name == "proxy-connection"
-        case 17: return name == "transfer-encoding"
-        case 18: return name == "proxy-authenticate"
-        case 19: return name == "proxy-authorization"
-        default: return false
-        }
     }
 }

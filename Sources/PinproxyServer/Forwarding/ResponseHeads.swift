@@ -4,13 +4,12 @@ import PinproxyHTTP1
 import PinproxyHTTP1NIO
 
 /// A response head as an upstream hands it to the exchange: the bytes an
-/// HTTP/1.1 connection's head path read (`HeadPathDecoder` makes it), the
-/// header block an HTTP/2 stream's adapter read, or a head made whole. The
-/// exchange reads the status and the connection's persistence from each.
+/// HTTP/1.1 connection's head path read (`HeadPathDecoder` makes it), or
+/// the header block an HTTP/2 stream's adapter read. The exchange reads the
+/// status and the connection's persistence from either.
 enum UpstreamResponseHead: ResponseHeadPathHead {
     case bytes(ResponseHeadBytes)
     case block(HTTP2ResponseBlock)
-    case parsed(HTTPResponseHead)
 
     static var kind: HeadParser.Kind { .response }
 
@@ -26,7 +25,6 @@ enum UpstreamResponseHead: ResponseHeadPathHead {
         switch self {
         case .bytes(let head): return head.statusCode
         case .block(let head): return head.status
-        case .parsed(let head): return Int(head.status.code)
         }
     }
 
@@ -40,7 +38,6 @@ enum UpstreamResponseHead: ResponseHeadPathHead {
         switch self {
         case .bytes(let head): return head.persists && head.framing != .untilClose
         case .block: return true
-        case .parsed(let head): return head.isKeepAlive
         }
     }
 
@@ -49,7 +46,6 @@ enum UpstreamResponseHead: ResponseHeadPathHead {
         switch self {
         case .bytes(let head): return head.first(lowercaseName)
         case .block(let head): return head.first(lowercaseName)
-        case .parsed(let head): return head.headers.first(name: "\(lowercaseName)")
         }
     }
 
@@ -59,7 +55,6 @@ enum UpstreamResponseHead: ResponseHeadPathHead {
         switch self {
         case .bytes(let head): return head.head
         case .block(let head): return head.head
-        case .parsed(let head): return head
         }
     }
 }
