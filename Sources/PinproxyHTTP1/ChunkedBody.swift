@@ -73,11 +73,18 @@ public struct ChunkedBody: Sendable {
     private var countedBytesLeft: Int
     /// The trailer section's field lines as they came (each ends CR LF).
     private var trailerSection: [UInt8] = []
+    /// Where in `trailerSection` the field being read starts.
+    private var trailerNameStart = 0
+    /// A request's: NIO's decoder refuses a `Transfer-Encoding` trailer in
+    /// a request (in a response it reads one), and a `Content-Length`
+    /// trailer in either.
+    private let inRequest: Bool
 
     /// A body whose trailers have no limit but `maxTrailerBytes`.
-    public init() {
+    public init(inRequest: Bool = false) {
         fieldsLeft = .max
         countedBytesLeft = .max
+        self.inRequest = inRequest
     }
 
     /// The body after `head`, read by `parser`: its trailers count against
@@ -85,6 +92,7 @@ public struct ChunkedBody: Sendable {
     public init(after head: ParsedHead, limits parser: HeadParser) {
         fieldsLeft = parser.maxFieldCount - head.fields.count
         countedBytesLeft = parser.maxFieldBytes - head.countedBytes
+        inRequest = parser.kind == .request
     }
 
 
@@ -135,11 +143,13 @@ public struct ChunkedBody: Sendable {
                     guard ByteClass.token[Int(byte)] else { throw .badTrailer }
                     fieldsLeft -= 1
                     guard fieldsLeft >= 0 else { throw .trailersTooLong }
+                    trailerNameStart = trailerSection.count
                     try keepTrailerByte(byte, counted: true)
                     state = .trailerName
                 }
             case .trailerName:
                 if byte == 0x3A {
+                    if framesTheMessage(trailerSection[trailerNameStart...]) { throw .framingTrailer }
                     state = .trailerValueStart
                 } else {
                     guard ByteClass.token[Int(byte)] else { throw .badTrailer }
@@ -188,6 +198,15 @@ public struct ChunkedBody: Sendable {
             start = lineEnd + 2
         }
         return fields
+    }
+
+    /// Whether a trailer field's name is one NIO's decoder refuses in a
+    /// trailer: a length (it reads one as the message's and finds the
+    /// message chunked), or a request's transfer coding.
+    private func framesTheMessage(_ name: ArraySlice<UInt8>) -> Bool {
+        name.withUnsafeBytes { name in
+            FieldNames.equal(name, "content-length") || (inRequest && FieldNames.equal(name, "transfer-encoding"))
+        }
     }
 
     private mutating func keepTrailerByte(_ byte: UInt8, counted: Bool) throws(ChunkRefusal) {
@@ -251,6 +270,8 @@ public enum ChunkRefusal: Error, Equatable, Sendable {
     /// A trailer section over `maxTrailerBytes`, or trailers past what the
     /// head left of its limits.
     case trailersTooLong
+    /// A `Content-Length` trailer, or a `Transfer-Encoding` one in a request.
+    case framingTrailer
 }
 
 extension ChunkRefusal: CustomStringConvertible {
@@ -263,6 +284,7 @@ extension ChunkRefusal: CustomStringConvertible {
         case .bareLineEnd: return "a chunk line not ended by CR LF"
         case .badTrailer: return "a malformed trailer field"
         case .trailersTooLong: return "trailers over their limit"
+        case .framingTrailer: return "a trailer field that would frame the message"
         }
     }
 }

@@ -70,9 +70,21 @@ import Testing
         ("5\r\nhello\r\n0\r\nX-T: a\nY: b\r\n\r\n", .badTrailer),
         ("5\r\nhello\r\n0\r\n\n", .badTrailer),
         ("10000000000000000\r\n", .sizeTooLarge),
+        ("5\r\nhello\r\n0\r\nContent-Length: 0\r\n\r\n", .framingTrailer),
+        ("5\r\nhello\r\n0\r\nX-T: a\r\ncontent-LENGTH: 5\r\n\r\n", .framingTrailer),
     ])
     func aBodyTwoParsersCouldReadDifferentlyIsRefused(text: String, refusal: ChunkRefusal) {
         #expect(throws: refusal) { _ = try read(text) }
+    }
+
+    /// NIO's decoder refuses a `Transfer-Encoding` trailer in a request and
+    /// reads one in a response; so does this.
+    @Test func aTransferEncodingTrailerIsRefusedInARequestOnly() throws {
+        let text = Array("0\r\nTransfer-Encoding: gzip\r\n\r\n".utf8)
+        var request = ChunkedBody(inRequest: true)
+        #expect(throws: ChunkRefusal.framingTrailer) { _ = try text.withUnsafeBytes { try request.read($0) { _ in } } }
+        var response = ChunkedBody()
+        #expect(try text.withUnsafeBytes { try response.read($0) { _ in } } == .ended(consumed: text.count))
     }
 
     @Test func trailersCountAgainstWhatTheHeadLeftOfItsLimits() throws {
