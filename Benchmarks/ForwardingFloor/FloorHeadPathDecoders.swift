@@ -9,9 +9,14 @@ struct FloorRequestHeadPathDecoder: HeadPathDecoding {
     var decoder: HeadPathDecoder<HTTPRequestHead>
 }
 
-/// The upstream leg's, watching the requests go out.
+/// The upstream leg's, watching the requests go out as NIO's decoder does
+/// (the floor keeps NIO's shape; pinproxy's is told, `SentRequests`).
 struct FloorResponseHeadPathDecoder: HeadPathDecoding, WriteObservingByteToMessageDecoder {
     typealias OutboundIn = HTTPClientRequestPart
 
     var decoder: HeadPathDecoder<HTTPResponseHead>
+
+    mutating func write(data: HTTPClientRequestPart) {
+        decoder.write(data: data)
+    }
 }

@@ -141,9 +141,3 @@ extension HeadPathDecoding {
         try decoder.decodeLast(context: context, buffer: &buffer, seenEOF: seenEOF)
     }
 }
-
-extension HeadPathDecoding where Self: WriteObservingByteToMessageDecoder, Head: ResponseHeadPathHead, OutboundIn == HTTPClientRequestPart {
-    @inlinable public mutating func write(data: HTTPClientRequestPart) {
-        decoder.write(data: data)
-    }
-}

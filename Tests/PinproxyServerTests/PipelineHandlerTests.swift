@@ -89,6 +89,39 @@ struct PipelineHandlerTests {
         #expect(throws: ChannelError.self) { try ready.futureResult.wait() }
     }
 
+    // MARK: The upstream's HTTP/1.1 layers
+
+    /// The response decoder is told of each request by the connection that
+    /// writes it (`SentRequests`), not by watching the writes: the answer to
+    /// a HEAD is read without the body its Content-Length names, so the next
+    /// answer is read as the next answer; no write passes through the decoder.
+    @Test func theResponseDecoderIsToldOfEachRequestTheConnectionWrites() throws {
+        let upstreamChannel = EmbeddedChannel()
+        defer { _ = try? upstreamChannel.finish(acceptAlreadyClosed: true) }
+        let pipeline = try UpstreamPipeline.configure(upstreamChannel, tls: nil)
+        try upstreamChannel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 80)).wait()
+        let handler = try #require(pipeline.http1)
+        let upstream = UpstreamConnection(channel: upstreamChannel, key: .init(digest: "d", host: "api.test", port: 80, tls: false),
+                                          handler: handler, pinEvaluation: nil, handshake: nil)
+        let exchangeSide = Receiver()
+        upstream.receiver = exchangeSide
+        for method in [HTTPMethod.HEAD, .GET] {
+            upstream.write(.head(HTTPRequestHead(version: .http1_1, method: method, uri: "/")))
+            upstream.write(.end(nil))
+        }
+        upstream.flush()
+        #expect(String(buffer: try #require(try upstreamChannel.readOutbound(as: ByteBuffer.self))).hasPrefix("HEAD / HTTP/1.1\r\n"))
+        try upstreamChannel.writeInbound(ByteBuffer(string: "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n" +
+                                                            "HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok"))
+        #expect(exchangeSide.heads == [200, 201], "the HEAD's answer had no body: the GET's answer followed it")
+        #expect(exchangeSide.ends == 2)
+        // A third answer, to no request the connection wrote, is refused:
+        // the connection ends.
+        _ = try? upstreamChannel.writeInbound(ByteBuffer(string: "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
+        #expect(exchangeSide.heads == [200, 201])
+        #expect(!upstreamChannel.isActive)
+    }
+
     // MARK: WebSocketSplicePipeline
 
     /// The listener's exchange, an upstream HTTP/1.1 connection on the same
@@ -107,12 +140,14 @@ struct PipelineHandlerTests {
                                           handler: handler, pinEvaluation: nil, handshake: nil)
         let exchangeSide = Receiver()
         upstream.receiver = exchangeSide
-        // The upgrade request went up (the response decoder answers requests it saw).
+        // The upgrade request went up as the exchange sends it (the response
+        // decoder reads answers to the requests the connection told it of).
         var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/socket")
         head.headers.add(name: "Upgrade", value: "websocket")
         head.headers.add(name: "Connection", value: "Upgrade")
-        try upstreamChannel.writeOutbound(HTTPClientRequestPart.head(head))
-        try upstreamChannel.writeOutbound(HTTPClientRequestPart.end(nil))
+        upstream.write(.head(head))
+        upstream.write(.end(nil))
+        upstream.flush()
         while try upstreamChannel.readOutbound(as: ByteBuffer.self) != nil {}
         // The upstream's 101 and, in the same read, its first WebSocket bytes.
         try upstreamChannel.writeInbound(ByteBuffer(string: "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nframe-1"))
@@ -142,8 +177,13 @@ struct PipelineHandlerTests {
     /// The exchange's side of an upstream connection: the heads it got.
     final class Receiver: UpstreamResponseReceiver {
         var heads: [UInt] = []
+        var ends = 0
         func upstreamReceived(_ part: UpstreamResponsePart) {
-            if case .head(let head) = part { heads.append(UInt(head.statusCode)) }
+            switch part {
+            case .head(let head): heads.append(UInt(head.statusCode))
+            case .body: break
+            case .end: ends += 1
+            }
         }
         func upstreamReadComplete() {}
         func upstreamWritabilityChanged() {}

@@ -74,10 +74,11 @@ final class UpstreamPipeline: @unchecked Sendable {
         // remade (`ClientResponseHead.forwarded`). NIO's default limits, as
         // before. Bytes after a WebSocket `101` belong to the splice that
         // replaces the decoder (handed on when it goes).
+        let sent = SentRequests()
         let decoder = ByteToMessageHandler(UpstreamResponseHeadPathDecoder(decoder: HeadPathDecoder(
-            maxFieldBytes: Self.responseHeadBytes, maxFieldCount: Self.responseFieldCount)))
+            maxFieldBytes: Self.responseHeadBytes, maxFieldCount: Self.responseFieldCount), sent: sent))
         let validator = NIOHTTPRequestHeadersValidator()
-        let handler = UpstreamHTTPHandler(ready: ready, usesTLS: usesTLS)
+        let handler = UpstreamHTTPHandler(ready: ready, usesTLS: usesTLS, sent: sent)
         // The order and the handlers of NIO's `addHTTPClientHandlers`.
         try sync.addHandlers([encoder, decoder, validator, handler])
         handler.layers = PipelineLayers(handlers: [validator, encoder], decoders: [decoder])

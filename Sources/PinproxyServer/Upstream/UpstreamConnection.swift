@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import PinproxyHTTP1NIO
 import PinproxyPolicy
 import PinproxyTLS
 
@@ -124,7 +125,11 @@ final class UpstreamConnection: @unchecked Sendable {
     var isWritable: Bool { channel.isWritable }
 
     func write(_ part: HTTPClientRequestPart, promise: EventLoopPromise<Void>? = nil) {
-        if case .end = part { sentEnd = true }
+        switch part {
+        case .head(let head): handler?.sent?.sent(head.method)  // an HTTP/1.1 connection's decoder learns of it
+        case .body: break
+        case .end: sentEnd = true
+        }
         channel.write(part, promise: promise)
     }
 
@@ -166,10 +171,14 @@ final class UpstreamHTTPHandler: ChannelInboundHandler, RemovableChannelHandler,
     var onClose: (() -> Void)?
     /// The HTTP/1.1 codec `UpstreamPipeline` added with it (nil on a stream).
     var layers: PipelineLayers?
+    /// The requests written, for the response decoder (nil on a stream:
+    /// HTTP/2 pairs answers with requests itself).
+    let sent: SentRequests?
 
-    init(ready: EventLoopPromise<TLSHandshakeInfo?>?, usesTLS: Bool) {
+    init(ready: EventLoopPromise<TLSHandshakeInfo?>?, usesTLS: Bool, sent: SentRequests? = nil) {
         self.ready = ready
         self.usesTLS = usesTLS
+        self.sent = sent
     }
 
     /// Settles `ready` if it still waits (the error is made only then).
