@@ -139,7 +139,12 @@ enum HeadBytes {
     /// one hold on the wire, as NIO's request validator checks.
     static func isTarget(_ text: String) -> Bool {
         var text = text
-        return text.withUTF8 { $0.allSatisfy { byte in contains(byte, low: targetLow, high: targetHigh) } }
+        return text.withUTF8 { isTarget(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// The same, for a target's bytes as they came (a forwarded head's).
+    static func isTarget(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        bytes.allSatisfy { byte in contains(byte, low: targetLow, high: targetHigh) }
     }
 
     /// tchar: `!#$%&'*+-.^_`|~`, digits and letters (the head parser's

@@ -66,7 +66,8 @@ extension HTTPHeaders {
 }
 
 extension ByteSpan {
-    func text(in bytes: UnsafeRawBufferPointer) -> String {
+    /// The span's bytes as a string (UTF-8, as NIO's decoder makes its fields).
+    public func text(in bytes: UnsafeRawBufferPointer) -> String {
         String(decoding: self.bytes(in: bytes), as: UTF8.self)
     }
 }

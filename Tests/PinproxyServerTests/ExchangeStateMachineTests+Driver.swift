@@ -52,8 +52,9 @@ extension ExchangeStateMachineTests {
             var action: Machine.Action
             switch event {
             case .head(let method, let uri, let headers):
-                let head = HTTPRequestHead(version: .http1_1, method: method, uri: uri,
-                                           headers: HTTPHeaders((headers.contains { $0.0 == "Host" } ? [] : [("Host", host)]) + headers))
+                // As the app's HTTP/1.1 leg hands it on: its bytes, read by the head path.
+                let head = AppRequestHead.read(HTTPRequestHead(version: .http1_1, method: method, uri: uri,
+                                                               headers: HTTPHeaders((headers.contains { $0.0 == "Host" } ? [] : [("Host", host)]) + headers)))
                 action = machine.received(.head(head), now: now)
                 if case .route(let routed) = action {
                     let decision = RequestRouter.route(routed, interception: interception, snapshot: snapshot, maxHeadBytes: 65_536)
@@ -94,7 +95,7 @@ extension ExchangeStateMachineTests {
                 now = now + .seconds(seconds)
                 action = machine.deadlinesPassed(now: now, clientWritable: clientWritable, upstreamWritable: upstreamWritable)
             case .headAwaitingCredential(let method, let uri, let headers):
-                let head = HTTPRequestHead(version: .http1_1, method: method, uri: uri, headers: HTTPHeaders([("Host", host)] + headers))
+                let head = AppRequestHead.read(HTTPRequestHead(version: .http1_1, method: method, uri: uri, headers: HTTPHeaders([("Host", host)] + headers)))
                 action = machine.received(.head(head), now: now)
                 if case .route(let routed) = action {
                     machine.authenticationPending(routed)
@@ -168,7 +169,8 @@ extension ExchangeStateMachineTests {
         case .passOn: return "passOn"
         case .acquireUpstream: return "acquire"
         case .fetchToken(let credential, _, _, _): return "fetchToken(\(credential))"
-        case .sendRequest(let head, let pending, _, let flush, let readClient):
+        case .sendRequest(let sent, let pending, _, let flush, let readClient):
+            let head = sent.whole
             let auth = head.headers["authorization"].first.map { " auth=\($0)" } ?? ""
             let framing = head.headers["content-length"].first.map { " cl=\($0)" } ?? (head.headers["transfer-encoding"].first.map { " te=\($0)" } ?? "")
             let upgrade = head.headers["upgrade"].first.map { " upgrade=\($0) connection=\(head.headers["connection"].joined(separator: ","))" } ?? ""

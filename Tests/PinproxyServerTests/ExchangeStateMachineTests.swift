@@ -159,8 +159,8 @@ struct ExchangeStateMachineTests {
         let upstream = Upstream()
         let interception = RequestRouter.Interception(host: "plain.test", port: 443, policy: Self.snapshot.policy(forHost: "plain.test")!)
         let now = NIODeadline.now()
-        let first = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/1", headers: ["Host": "plain.test"])
-        let second = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/2", headers: ["Host": "plain.test"])
+        let first = AppRequestHead.read(HTTPRequestHead(version: .http1_1, method: .GET, uri: "/1", headers: ["Host": "plain.test"]))
+        let second = AppRequestHead.read(HTTPRequestHead(version: .http1_1, method: .GET, uri: "/2", headers: ["Host": "plain.test"]))
         guard case .route = machine.received(.head(first), now: now) else { Issue.record("route"); return }
         _ = machine.routed(first, RequestRouter.route(first, interception: interception, snapshot: Self.snapshot, maxHeadBytes: 65_536), now: now)
         _ = machine.received(.end(nil), now: now)

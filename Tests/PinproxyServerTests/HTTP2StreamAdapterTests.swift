@@ -31,9 +31,10 @@ struct HTTP2StreamAdapterTests {
     /// "body(3)", "end", "end(trailers: grpc-status=0)".
     static func parts(_ channel: EmbeddedChannel) throws -> [String] {
         var out: [String] = []
-        while let part = try channel.readInbound(as: HTTPServerRequestPart.self) {
+        while let part = try channel.readInbound(as: AppRequestPart.self) {
             switch part {
-            case .head(let head):
+            case .head(let app):
+                let head = app.whole
                 let framing = head.headers["transfer-encoding"].first.map { " te=\($0)" } ?? (head.headers["content-length"].first.map { " cl=\($0)" } ?? "")
                 out.append("head(\(head.method.rawValue)\(framing))")
             case .body(let body): out.append("body(\(body.readableBytes))")
@@ -58,10 +59,10 @@ struct HTTP2StreamAdapterTests {
         let channel = EmbeddedChannel(handler: HTTP2StreamAdapter(idleTimeout: .seconds(5)))
         defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
         try channel.writeInbound(payload)
-        guard case .head(let head)? = try channel.readInbound(as: HTTPServerRequestPart.self) else {
+        guard case .head(let head)? = try channel.readInbound(as: AppRequestPart.self) else {
             throw ChannelError.inappropriateOperationForState
         }
-        return head
+        return head.whole
     }
 
     // MARK: Request: HEADERS, DATA, END_STREAM, trailers

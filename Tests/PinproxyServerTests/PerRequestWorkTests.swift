@@ -141,8 +141,8 @@ struct PerRequestWorkTests {
             // Another host than the session's: refused (421) without an upstream, and counted.
             var head = HTTPRequestHead(version: .http2, method: .GET, uri: "/x")
             head.headers.add(name: "host", value: "elsewhere.test")
-            try stream.writeInbound(HTTPServerRequestPart.head(head))
-            try stream.writeInbound(HTTPServerRequestPart.end(nil))
+            try stream.writeInbound(AppRequestPart.head(.whole(head)))
+            try stream.writeInbound(AppRequestPart.end(nil))
         }
         #expect(proxy.recorder.completed.map(\.status) == [421, 421, 421])
         #expect(proxy.recorder.completed.allSatisfy { $0.policy == "intercept.test" })

@@ -82,13 +82,13 @@ struct PipelineBuilderTests {
 
     // MARK: Upstream
 
-    @Test func aPlainUpstreamIsNIOsEncoderTheHeadPathsDecoderAndItsHandlerReadyOnceActive() throws {
+    @Test func aPlainUpstreamIsTheHeadPathsWriterAndDecoderAndItsHandlerReadyOnceActive() throws {
         let channel = EmbeddedChannel()
         defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
         let pipeline = try UpstreamPipeline.configure(channel, tls: nil)
         #expect(PipelineShapes.handlers(channel.pipeline)
-                == ["HTTPRequestEncoder", "HeadPathResponseDecoder", "NIOHTTPRequestHeadersValidator", "UpstreamHTTPHandler"])
-        #expect(pipeline.http1?.layers?.handlers.count == 2)
+                == ["RequestWriter", "HeadPathResponseDecoder", "UpstreamHTTPHandler"])
+        #expect(pipeline.http1?.layers?.handlers.count == 1)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 80)).wait()
         #expect(try pipeline.ready.futureResult.wait() == nil)
     }
@@ -121,8 +121,7 @@ struct PipelineBuilderTests {
             #expect(pipeline.multiplexer != nil && pipeline.http1 == nil)
         } else {
             #expect(PipelineShapes.handlers(channel.pipeline)
-                    == ["TLSHandler", "UpstreamHandshakeWatcher", "HTTPRequestEncoder", "HeadPathResponseDecoder",
-                        "NIOHTTPRequestHeadersValidator", "UpstreamHTTPHandler"])
+                    == ["TLSHandler", "UpstreamHandshakeWatcher", "RequestWriter", "HeadPathResponseDecoder", "UpstreamHTTPHandler"])
             #expect(pipeline.http1 != nil && pipeline.multiplexer == nil)
         }
     }

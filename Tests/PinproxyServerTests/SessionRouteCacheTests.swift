@@ -38,8 +38,9 @@ struct SessionRouteCacheTests {
         return head
     }
 
+    /// Routed as the app's HTTP/1.1 leg hands it on: as its bytes.
     static func route(_ head: HTTPRequestHead, in session: RequestRouter.Interception) -> RoutingDecision {
-        RequestRouter.route(head, interception: session, snapshot: snapshot, maxHeadBytes: 65_536)
+        RequestRouter.route(AppRequestHead.read(head), interception: session, snapshot: snapshot, maxHeadBytes: 65_536)
     }
 
     static func refusal(_ decision: RoutingDecision) -> ProxyError? {
@@ -55,8 +56,8 @@ struct SessionRouteCacheTests {
         #expect(session.routes.hits == 1, "the second request's Host was taken from the session's cache")
         // The cached path builds the same upstream head as the full check does.
         let fresh = Self.route(Self.head("/v1/other"), in: Self.session())
-        let cachedHead = try second.result.get().upstreamHead
-        let freshHead = try fresh.result.get().upstreamHead
+        let cachedHead = try second.result.get().upstreamHead.whole
+        let freshHead = try fresh.result.get().upstreamHead.whole
         #expect(cachedHead.uri == "/v1/other")
         #expect(Array(cachedHead.headers.map { "\($0.name): \($0.value)" }) == Array(freshHead.headers.map { "\($0.name): \($0.value)" }))
         #expect(cachedHead.headers["X-Seen"] == ["yes"], "the policy's header rules still apply")
@@ -89,7 +90,7 @@ struct SessionRouteCacheTests {
         let decision = Self.route(Self.head("https://elsewhere.test/v1"), in: session)
         #expect(Self.refusal(decision)?.code == .hostMismatch)
         let same = Self.route(Self.head("https://api.test/v1?q=1"), in: session)
-        #expect(try same.result.get().upstreamHead.uri == "/v1?q=1")
+        #expect(try same.result.get().upstreamHead.whole.uri == "/v1?q=1")
     }
 
     @Test func aRefusedHostIsNotRemembered() throws {

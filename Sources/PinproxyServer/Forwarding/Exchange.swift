@@ -71,7 +71,7 @@ final class Exchange {
     /// When the wait for the upstream (head, or the next body read) ends.
     var responseDeadline: NIODeadline?
 
-    init(head: HTTPRequestHead, decision: RoutingDecision, started: NIODeadline, closeAfter: Bool) {
+    init(head: AppRequestHead, decision: RoutingDecision, started: NIODeadline, closeAfter: Bool) {
         self.method = head.method
         self.target = head.uri
         self.started = started

@@ -19,7 +19,7 @@ extension ExchangeStateMachine {
         guard case .authorizing(let exchange, let route, let held) = state, held === upstream,
               case .fetching(let placement) = exchange.token else { return .none }
         state = .modifying
-        route.upstreamHead.headers.replaceOrAdd(name: placement.header, value: placement.value(for: token))
+        route.upstreamHead.replaceOrAdd(name: placement.header, value: placement.value(for: token))
         exchange.token = .attached(placement, generation)
         return send(exchange, route, on: upstream, now: now)
     }

@@ -35,10 +35,10 @@ extension ExchangeStateMachine {
         case .untouched:
             break
         case .withheld(let remove, let header):
-            if remove { route.upstreamHead.headers.remove(name: header) }
+            if remove { route.upstreamHead.remove(name: header) }
         case .attach(let session, let header, let format):
             // Never a mix of the app's credentials and pinproxy's.
-            route.upstreamHead.headers.remove(name: header)
+            route.upstreamHead.remove(name: header)
             exchange.token = .fetching(TokenPlacement(credential: session, header: header, format: format))
             state = .authorizing(exchange, route, upstream)
             return .fetchToken(credential: session, host: exchange.host, policy: exchange.policy, holding: upstream)

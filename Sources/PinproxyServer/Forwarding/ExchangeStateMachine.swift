@@ -21,7 +21,7 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         /// A head waits while the app's proxy credential is checked off the
         /// event loop (PBKDF2): no read is asked for, and what arrives anyway
         /// waits in the queue, behind the head, until `routed`.
-        case authenticating(HTTPRequestHead)
+        case authenticating(AppRequestHead)
         // The states that dial, send or send again carry the route; the
         // exchange's own request and response sub-states (`RequestSide`,
         // `ResponseSide`) say how far each direction got.
@@ -71,9 +71,9 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
     enum Action {
         case none
         /// Route this head (policy lookup), then call `routed`.
-        case route(HTTPRequestHead)
+        case route(AppRequestHead)
         /// Hand this part to the next handler (a CONNECT's).
-        case passOn(HTTPServerRequestPart)
+        case passOn(AppRequestPart)
         case acquireUpstream(DialPlan)
         /// Fetch the credential's token (unless its 429 window for `host` is
         /// open: then the request waits in the policy's `throttle_queue`, or
@@ -82,7 +82,7 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         /// Write the head and every pending part (flushing unless a read burst
         /// is under way: its end flushes), read the response, and read more
         /// of the request unless it has ended.
-        case sendRequest(HTTPRequestHead, pending: PendingParts, to: Upstream, flush: Bool, readClient: Bool)
+        case sendRequest(UpstreamRequestHead, pending: PendingParts, to: Upstream, flush: Bool, readClient: Bool)
         case forwardBody(ByteBuffer, to: Upstream)
         case forwardEnd(HTTPHeaders?, to: Upstream)
         case writeInformational(HTTPResponseHead)
@@ -131,7 +131,7 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
     /// Made at the first such part: most connections never pipeline, and an
     /// HTTP/2 stream (a machine per request) never does, so an empty buffer
     /// made up front was an allocation per stream (issue 33).
-    private var queued: CircularBuffer<HTTPServerRequestPart>?
+    private var queued: CircularBuffer<AppRequestPart>?
     var shuttingDown = false
     /// The identity of the request routed last: a refusal before the next
     /// one is routed (a malformed head) is counted under it.
@@ -159,7 +159,7 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
 
     // MARK: The app's side
 
-    mutating func received(_ part: HTTPServerRequestPart, now: NIODeadline) -> Action {
+    mutating func received(_ part: AppRequestPart, now: NIODeadline) -> Action {
         inReadBurst = true
         switch state {
         case .idle:
@@ -199,7 +199,7 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
 
     /// Routing needs the app's proxy credential checked off the event loop
     /// first: the head waits in `authenticating`, reading nothing more.
-    mutating func authenticationPending(_ head: HTTPRequestHead) {
+    mutating func authenticationPending(_ head: AppRequestHead) {
         guard case .idle = state else { preconditionFailure("authenticating a head in state \(state)") }
         state = .authenticating(head)
     }
@@ -213,7 +213,7 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
     /// The routing decision for the head `received` asked to route. After
     /// `authenticationPending`, the parts that waited meanwhile come next
     /// from `nextQueuedPart`.
-    mutating func routed(_ head: HTTPRequestHead, _ decision: RoutingDecision, now: NIODeadline) -> Action {
+    mutating func routed(_ head: AppRequestHead, _ decision: RoutingDecision, now: NIODeadline) -> Action {
         switch state {
         case .idle, .authenticating: state = .idle
         default: preconditionFailure("routed a head in state \(state)")
@@ -292,7 +292,7 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
             case .idle, .authenticating: break
             default: return .none
             }
-            let placeholder = HTTPRequestHead(version: .http1_1, method: .GET, uri: "-")
+            let placeholder = AppRequestHead.whole(HTTPRequestHead(version: .http1_1, method: .GET, uri: "-"))
             let exchange = Exchange(head: placeholder, decision: RoutingDecision(host: "-", policy: nil, result: .failure(refusal)),
                                     started: now, closeAfter: true)
             return refuse(exchange, refusal, release: nil)
@@ -322,14 +322,14 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         return .none
     }
 
-    private mutating func queue(_ part: HTTPServerRequestPart) {
+    private mutating func queue(_ part: AppRequestPart) {
         if queued == nil { queued = CircularBuffer(initialCapacity: 4) }
         queued!.append(part)
     }
 
     /// The next queued part, when the connection is ready for it: a head when
     /// idle, or more of the request in progress.
-    mutating func nextQueuedPart() -> HTTPServerRequestPart? {
+    mutating func nextQueuedPart() -> AppRequestPart? {
         guard hasQueuedParts else { return nil }
         switch state {
         case .idle:

@@ -39,7 +39,7 @@ import NIOHTTP2
 /// after every body: issue 33).
 final class HTTP2StreamAdapter: ChannelDuplexHandler {
     typealias InboundIn = HTTP2Frame.FramePayload
-    typealias InboundOut = HTTPServerRequestPart
+    typealias InboundOut = AppRequestPart
     typealias OutboundIn = HTTPServerResponsePart
     typealias OutboundOut = HTTP2Frame.FramePayload
 
@@ -98,13 +98,13 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
             }
             if headers.endStream {
                 request = .over
-                context.fireChannelRead(wrapInboundOut(.head(head)))
+                context.fireChannelRead(wrapInboundOut(.head(.whole(head))))
                 context.fireChannelRead(wrapInboundOut(.end(nil)))
             } else if Self.framesNothing(head) {
                 hold(head, context: context)
             } else {
                 request = .passing
-                context.fireChannelRead(wrapInboundOut(.head(head)))
+                context.fireChannelRead(wrapInboundOut(.head(.whole(head))))
             }
         case .holding:
             release(context: context, then: .end(HTTP2HeaderBlocks.fields(headers.headers)))
@@ -151,13 +151,13 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
     /// Sends the held head on, then `part`. The head is framed `chunked`
     /// unless the stream ended with it; with no part (the stall), the head
     /// goes alone and the exchange waits for its body under its own deadline.
-    private func release(context: ChannelHandlerContext, then part: HTTPServerRequestPart?) {
+    private func release(context: ChannelHandlerContext, then part: AppRequestPart?) {
         guard case .holding(var head) = request else { return }
         stall?.cancel()
         stall = nil
         request = .passing
         if case .end? = part { request = .over } else { head.headers.add(name: "transfer-encoding", value: "chunked") }
-        context.fireChannelRead(wrapInboundOut(.head(head)))
+        context.fireChannelRead(wrapInboundOut(.head(.whole(head))))
         if let part {
             context.fireChannelRead(wrapInboundOut(part))
         } else {

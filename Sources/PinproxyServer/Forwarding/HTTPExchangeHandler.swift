@@ -14,7 +14,8 @@ import PinproxyTLS
 /// this class turns channel events into machine events and actions into
 /// writes, reads and pool calls.
 final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler, UpstreamResponseReceiver, DeadlineWatcher {
-    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundIn = AppRequestPart
+    /// A CONNECT's parts, for the `ConnectHandler` after this one.
     typealias InboundOut = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
     typealias Machine = ExchangeStateMachine<UpstreamConnection>
@@ -181,27 +182,28 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
             guard interception == nil else { return route(head, client: .unchecked, context: context) }
             let address = context.channel.remoteAddress?.addressBytes
             let config = services.store.snapshot.config
-            if services.authenticator.answersAtOnce(head.headers["proxy-authorization"], address: address, identities: config.identities) {
-                return route(head, client: ClientStanding.of(head, address: address, services: services, config: config), context: context)
+            let whole = head.whole
+            if services.authenticator.answersAtOnce(whole.headers["proxy-authorization"], address: address, identities: config.identities) {
+                return route(.whole(whole), client: ClientStanding.of(whole, address: address, services: services, config: config), context: context)
             }
             // PBKDF2 (~50 ms) runs on the thread pool; the request waits, unread
             // beyond what arrived (the machine queues that behind the head).
-            machine.authenticationPending(head)
-            ClientStanding.resolve(head, address: address, services: services, config: config, on: context.eventLoop)
+            machine.authenticationPending(.whole(whole))
+            ClientStanding.resolve(whole, address: address, services: services, config: config, on: context.eventLoop)
                 .assumeIsolated().whenComplete { result in
                     guard self.machine.isAuthenticating, self.context != nil else { return }  // closed meanwhile
                     let client = (try? result.get()) ?? .refused(ProxyError(.badRequest, host: nil, detail: "could not check the credential"))
-                    self.route(head, client: client, context: context)
+                    self.route(.whole(whole), client: client, context: context)
                     self.takeQueuedParts(context: context)
                 }
         case .passOn(let part):
-            context.fireChannelRead(wrapInboundOut(part))
+            context.fireChannelRead(wrapInboundOut(part.whole))
         case .acquireUpstream(let plan):
             acquire(plan, context: context)
         case .fetchToken(let credential, let host, let policy, let upstream):
             fetchToken(credential, host: host, policy: policy, holding: upstream, context: context)
         case .sendRequest(let head, let pending, let upstream, let flush, let readClient):
-            upstream.write(.head(head))
+            upstream.writeHead(head)
             for body in pending.bodies { upstream.write(.body(.byteBuffer(body))) }
             if pending.ended { upstream.write(.end(pending.trailers)) }
             if flush { upstream.flush() }
@@ -328,7 +330,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         execute(machine.clientReadComplete(upstreamWritable: machine.heldUpstream?.isWritable ?? true), context: context)
     }
 
-    private func route(_ head: HTTPRequestHead, client: ClientStanding, context: ChannelHandlerContext) {
+    private func route(_ head: AppRequestHead, client: ClientStanding, context: ChannelHandlerContext) {
         var decision = RequestRouter.route(head, interception: interception, snapshot: services.store.snapshot,
                                            maxHeadBytes: limits.maxHeaderBytes, client: client)
         applyRateLimit(&decision)

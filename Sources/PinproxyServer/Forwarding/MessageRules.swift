@@ -1,3 +1,4 @@
+import NIOCore
 import NIOHTTP1
 import PinproxyHTTP1
 import PinproxyHTTP1NIO
@@ -126,23 +127,64 @@ enum MessageRules {
         // Via, and perhaps Host, TE and a framing field.
         upstream.headers.reserveCapacity(head.headers.count + 4)
         stripHopByHop(&upstream.headers)
-        // `te: trailers` is the one TE HTTP/2 allows, and gRPC needs it end to end
-        // (docs/contract.md §11); any other TE value stays hop-by-hop.
-        if trailers { upstream.headers.add(name: "te", value: "trailers") }
-        if !upstream.headers.contains(name: "host") { upstream.headers.add(name: "Host", value: hostHeader) }
-        if let rules {
-            for name in rules.remove { upstream.headers.remove(name: name) }
-            for field in rules.set { upstream.headers.replaceOrAdd(name: field.name, value: field.value) }
-        }
-        framing.apply(to: &upstream.headers)
-        upstream.headers.add(name: "Via", value: Via.value(receivedIn: head.version))
+        editUpstream(&upstream.headers, trailers: trailers, hostHeader: hostHeader, rules: rules, framing: framing,
+                     via: Via.value(receivedIn: head.version))
         return upstream
+    }
+
+    /// The same head for an app's HTTP/1.1 head kept as its bytes: the same
+    /// edits, listed (`ForwardedRequestHead`), the target as it came (the
+    /// caller forwards only an origin-form one).
+    static func forwardedHead(from app: RequestHeadBytes, hostHeader: String, rules: HeaderRules?, framing: RequestFraming) -> ForwardedRequestHead {
+        var upstream = ForwardedRequestHead(app: app)
+        editUpstream(&upstream, trailers: acceptsTrailers(app), hostHeader: hostHeader, rules: rules, framing: framing,
+                     via: Via.value(receivedIn: app.version))
+        return upstream
+    }
+
+    /// What `upstreamHead` does to a head's fields after the hop-by-hop
+    /// strip, in one place for both kinds of head: `te: trailers` kept (the
+    /// one TE HTTP/2 allows, and gRPC needs it end to end, docs/contract.md
+    /// §11; any other TE value stays hop-by-hop), Host if there is none, the
+    /// policy's header rules, the framing field, `Via`.
+    private static func editUpstream<Fields: UpstreamFieldEditing>(_ fields: inout Fields, trailers: Bool, hostHeader: String,
+                                                                    rules: HeaderRules?, framing: RequestFraming, via: String) {
+        if trailers { fields.add(name: "te", value: "trailers") }
+        if !fields.contains(name: "host") { fields.add(name: "Host", value: hostHeader) }
+        if let rules {
+            for name in rules.remove { fields.remove(name: name) }
+            for field in rules.set { fields.replaceOrAdd(name: field.name, value: field.value) }
+        }
+        framing.apply(to: &fields)
+        fields.add(name: "Via", value: via)
     }
 
     /// Whether the request's TE names `trailers` (RFC 9110 §10.1.4).
     static func acceptsTrailers(_ headers: HTTPHeaders) -> Bool {
         headers["te"].contains { value in
             value.split(separator: ",").contains { ($0.split(separator: ";").first ?? "").trimmingSpaces.lowercased() == "trailers" }
+        }
+    }
+
+    /// The same, read from a head's bytes: a `TE` element whose coding,
+    /// before any `;` parameters, is `trailers`.
+    static func acceptsTrailers(_ head: RequestHeadBytes) -> Bool {
+        head.bytes.withUnsafeReadableBytes { bytes in
+            var trailers = false
+            for field in head.parsed.fields where FieldNames.equal(field.name.bytes(in: bytes), "te") {
+                FieldNames.forEachToken(bytes, field.value) { element in
+                    // The first piece between semicolons that is not empty,
+                    // as `split(separator:)` finds it, without its spaces.
+                    var first = element.start
+                    while first < element.end && bytes[first] == UInt8(ascii: ";") { first += 1 }
+                    var end = first
+                    while end < element.end && bytes[end] != UInt8(ascii: ";") { end += 1 }
+                    while first < end && (bytes[first] == 0x20 || bytes[first] == 0x09) { first += 1 }
+                    while end > first && (bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09) { end -= 1 }
+                    if FieldNames.equal(ByteSpan(start: first, count: end - first).bytes(in: bytes), "trailers") { trailers = true }
+                }
+            }
+            return trailers
         }
     }
 
@@ -153,9 +195,15 @@ enum MessageRules {
     /// none, and nothing is allocated for it.
     static func withForwardedFields<Result>(of head: ResponseHeadBytes,
                                             _ body: ((UnsafeRawBufferPointer) -> Bool) -> Result) -> Result {
-        head.bytes.withUnsafeReadableBytes { bytes in
+        withForwardedFields(of: head.bytes, head.parsed, body)
+    }
+
+    /// The same for any head kept as bytes (an app's request's too).
+    static func withForwardedFields<Result>(of head: ByteBuffer, _ parsed: ParsedHead,
+                                            _ body: ((UnsafeRawBufferPointer) -> Bool) -> Result) -> Result {
+        head.withUnsafeReadableBytes { bytes in
             var named: [ByteSpan] = []
-            for field in head.parsed.fields where FieldNames.equal(field.name.bytes(in: bytes), "connection") {
+            for field in parsed.fields where FieldNames.equal(field.name.bytes(in: bytes), "connection") {
                 // `keep-alive` and `close` name nothing that is not removed anyway.
                 let value = field.value.bytes(in: bytes)
                 if FieldNames.equal(value, "keep-alive") || FieldNames.equal(value, "close") { continue }
@@ -220,7 +268,7 @@ enum MessageRules {
 
     /// `Upgrade: name` and `Connection: Upgrade`, for a WebSocket handshake
     /// kept whole (docs/contract.md §11).
-    static func addUpgradeFields(_ headers: inout HTTPHeaders, protocol name: String) {
+    static func addUpgradeFields<Fields: UpstreamFieldEditing>(_ headers: inout Fields, protocol name: String) {
         headers.replaceOrAdd(name: "Upgrade", value: name)
         headers.replaceOrAdd(name: "Connection", value: "Upgrade")
     }

@@ -1,4 +1,6 @@
 import NIOHTTP1
+import PinproxyHTTP1
+import PinproxyHTTP1NIO
 
 /// How a forwarded request's body is delimited on the upstream connection.
 ///
@@ -30,51 +32,101 @@ enum RequestFraming: Equatable, Sendable {
     /// Header names and `chunked` compare without case, as the decoder that
     /// read the body did.
     static func of(_ head: HTTPRequestHead) -> Result<RequestFraming, FramingProblem> {
+        var fields = FramingFields()
+        for (name, value) in head.headers {
+            let kind: FramingFields.Kind
+            if name.utf8.count == 14, name.lowercased() == "content-length" {
+                kind = .contentLength
+            } else if name.utf8.count == 17, name.lowercased() == "transfer-encoding" {
+                kind = .transferEncoding
+            } else if name.utf8.count == 10, name.lowercased() == "connection" {
+                kind = .connection
+            } else {
+                continue
+            }
+            if let problem = fields.read(kind, Substring(value)) { return .failure(problem) }
+        }
+        return fields.framing(version: head.version)
+    }
+
+    /// The same, read from a head kept as its bytes: the same fields, found
+    /// by their names' bytes, their values made strings (these few only).
+    static func of(_ head: RequestHeadBytes) -> Result<RequestFraming, FramingProblem> {
+        head.bytes.withUnsafeReadableBytes { bytes in
+            var fields = FramingFields()
+            for field in head.parsed.fields {
+                let name = field.name.bytes(in: bytes)
+                let kind: FramingFields.Kind
+                if FieldNames.equal(name, "content-length") {
+                    kind = .contentLength
+                } else if FieldNames.equal(name, "transfer-encoding") {
+                    kind = .transferEncoding
+                } else if FieldNames.equal(name, "connection") {
+                    kind = .connection
+                } else {
+                    continue
+                }
+                if let problem = fields.read(kind, Substring(field.value.text(in: bytes))) { return .failure(problem) }
+            }
+            return fields.framing(version: head.version)
+        }
+    }
+
+    /// The fields that decide a request's framing, read one by one, then decided.
+    private struct FramingFields {
+        enum Kind { case contentLength, transferEncoding, connection }
+
         var lengths: [Substring] = []
         var encodings: [Substring] = []
         var connectionTokens = 0
-        for (name, value) in head.headers {
-            if name.utf8.count == 14, name.lowercased() == "content-length" {
+
+        mutating func read(_ kind: Kind, _ value: Substring) -> FramingProblem? {
+            switch kind {
+            case .contentLength:
                 lengths.append(contentsOf: value.split(separator: ",", omittingEmptySubsequences: false).map(\.trimmingSpaces))
-            } else if name.utf8.count == 17, name.lowercased() == "transfer-encoding" {
+            case .transferEncoding:
                 encodings.append(contentsOf: value.split(separator: ",", omittingEmptySubsequences: false).map(\.trimmingSpaces))
-            } else if name.utf8.count == 10, name.lowercased() == "connection" {
+            case .connection:
                 for token in value.split(separator: ",") {
                     connectionTokens += 1
                     if connectionTokens > maxConnectionTokens {
-                        return .failure(.init("more than \(maxConnectionTokens) Connection tokens"))
+                        return .init("more than \(maxConnectionTokens) Connection tokens")
                     }
                     let lower = token.trimmingSpaces.lowercased()
                     if framingHeaders.contains(lower) {
-                        return .failure(.init("Connection names \(lower), a header that frames the message"))
+                        return .init("Connection names \(lower), a header that frames the message")
                     }
                 }
             }
+            return nil
         }
-        if !lengths.isEmpty && !encodings.isEmpty {
-            return .failure(.init("both Content-Length and Transfer-Encoding are present"))
-        }
-        if lengths.count > 1 {
-            return .failure(.init("more than one Content-Length"))
-        }
-        if let length = lengths.first {
-            // Digits only: `+5`, `0x5` or ` 5 5` would be read differently by someone.
-            guard !length.isEmpty, length.utf8.count <= 19, length.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let value = UInt64(length) else {
-                return .failure(.init("Content-Length \"\(length)\" is not a number"))
+
+        func framing(version: HTTPVersion) -> Result<RequestFraming, FramingProblem> {
+            if !lengths.isEmpty && !encodings.isEmpty {
+                return .failure(.init("both Content-Length and Transfer-Encoding are present"))
             }
-            return .success(.length(value))
-        }
-        if !encodings.isEmpty {
-            guard encodings.count == 1, encodings[0].lowercased() == "chunked" else {
-                return .failure(.init("Transfer-Encoding must be exactly \"chunked\", not \"\(encodings.joined(separator: ", "))\""))
+            if lengths.count > 1 {
+                return .failure(.init("more than one Content-Length"))
             }
-            // HTTP/2's codec writes `chunked` for a body delimited by END_STREAM.
-            guard head.version.major >= 2 || (head.version.major == 1 && head.version.minor >= 1) else {
-                return .failure(.init("Transfer-Encoding in an HTTP/1.0 request"))
+            if let length = lengths.first {
+                // Digits only: `+5`, `0x5` or ` 5 5` would be read differently by someone.
+                guard !length.isEmpty, length.utf8.count <= 19, length.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let value = UInt64(length) else {
+                    return .failure(.init("Content-Length \"\(length)\" is not a number"))
+                }
+                return .success(.length(value))
             }
-            return .success(.chunked)
+            if !encodings.isEmpty {
+                guard encodings.count == 1, encodings[0].lowercased() == "chunked" else {
+                    return .failure(.init("Transfer-Encoding must be exactly \"chunked\", not \"\(encodings.joined(separator: ", "))\""))
+                }
+                // HTTP/2's codec writes `chunked` for a body delimited by END_STREAM.
+                guard version.major >= 2 || (version.major == 1 && version.minor >= 1) else {
+                    return .failure(.init("Transfer-Encoding in an HTTP/1.0 request"))
+                }
+                return .success(.chunked)
+            }
+            return .success(.none)
         }
-        return .success(.none)
     }
 
     /// Why `receiving` more body bytes after `received` would exceed what
@@ -92,7 +144,7 @@ enum RequestFraming: Equatable, Sendable {
     }
 
     /// Removes every framing header, then writes this framing's one header.
-    func apply(to headers: inout HTTPHeaders) {
+    func apply<Fields: UpstreamFieldEditing>(to headers: inout Fields) {
         headers.remove(name: "content-length")
         headers.remove(name: "transfer-encoding")
         switch self {

@@ -1,5 +1,7 @@
 import NIOCore
 import NIOHTTP1
+import PinproxyHTTP1
+import PinproxyHTTP1NIO
 import PinproxyPolicy
 
 /// Where a request goes and in what shape: the upstream it is dialled to and
@@ -10,15 +12,16 @@ import PinproxyPolicy
 final class Route {
     var plan: DialPlan
     /// The head for the upstream: origin-form, hop-by-hop removed, the
-    /// policy's header rules applied, framing decided by pinproxy.
-    var upstreamHead: HTTPRequestHead
+    /// policy's header rules applied, framing decided by pinproxy; whole,
+    /// or the app's bytes with those edits (`UpstreamRequestHead`).
+    var upstreamHead: UpstreamRequestHead
     /// How the request body is delimited (decided from the app's head).
     var framing: RequestFraming
     var responseTimeout: TimeAmount
     /// A WebSocket upgrade the policy allows: its `101` becomes a splice.
     var webSocket = false
 
-    init(plan: DialPlan, upstreamHead: HTTPRequestHead, framing: RequestFraming, responseTimeout: TimeAmount) {
+    init(plan: DialPlan, upstreamHead: UpstreamRequestHead, framing: RequestFraming, responseTimeout: TimeAmount) {
         self.plan = plan
         self.upstreamHead = upstreamHead
         self.framing = framing
@@ -65,6 +68,19 @@ enum RequestRouter {
     /// carries its identity. `snapshot` is read only for an absolute-form
     /// request: a session's policy was fixed by its CONNECT, and reading the
     /// store takes its lock and a retain for every request (issue 33).
+    ///
+    /// The common request inside a session, an HTTP/1.1 head kept as its
+    /// bytes, is routed on them (`routeForwarded`); any other head is made
+    /// whole and routed as NIO's, so that every refusal is made here.
+    static func route(_ head: AppRequestHead, interception: Interception?, snapshot: @autoclosure () -> PolicySnapshot, maxHeadBytes: Int,
+                      client: ClientStanding = .unchecked) -> RoutingDecision {
+        if case .bytes(let bytes) = head, let interception,
+           let decision = routeForwarded(bytes, in: interception, maxHeadBytes: maxHeadBytes) {
+            return decision
+        }
+        return route(head.whole, interception: interception, snapshot: snapshot(), maxHeadBytes: maxHeadBytes, client: client)
+    }
+
     static func route(_ head: HTTPRequestHead, interception: Interception?, snapshot: @autoclosure () -> PolicySnapshot, maxHeadBytes: Int,
                       client: ClientStanding = .unchecked) -> RoutingDecision {
         var decision = RoutingDecision(host: interception?.host ?? "", policy: interception?.policy,
@@ -99,7 +115,7 @@ enum RequestRouter {
                 // An upgrade exists only in HTTP/1.1: never a stream of an h2 connection.
                 route.plan.requiresHTTP1 = true
                 // Put back after the policy's header rules, so they cannot unmake the handshake.
-                MessageRules.addUpgradeFields(&route.upstreamHead.headers, protocol: "websocket")
+                MessageRules.addUpgradeFields(&route.upstreamHead, protocol: "websocket")
             }
             decision.result = .success(route)
         } catch let refusal as ProxyError {
@@ -137,8 +153,8 @@ enum RequestRouter {
         request.headers.replaceOrAdd(name: "Host", value: hostHeader)
         return Route(
             plan: DialPlan(host: host, port: upstreamPort, tls: tls, policy: policy),
-            upstreamHead: MessageRules.upstreamHead(from: request, target: target.originForm, hostHeader: hostHeader,
-                                                    rules: policy?.spec.headers, framing: framing),
+            upstreamHead: .whole(MessageRules.upstreamHead(from: request, target: target.originForm, hostHeader: hostHeader,
+                                                           rules: policy?.spec.headers, framing: framing)),
             framing: framing,
             responseTimeout: TimeAmount(policy?.spec.responseTimeout ?? HostPolicyDefaults.responseTimeout))
     }
@@ -162,33 +178,98 @@ enum RequestRouter {
             throw ProxyError(.badRequest, host: interception.host,
                              detail: hostCount == 0 ? "the request has no Host header" : "the request has \(hostCount) Host headers")
         }
-        // The session's host and port never change (a reload leaves an open
-        // session its policy, docs/contract.md §3), so a Host value accepted
-        // once is accepted again: the common request skips the parse.
-        if !(authorities.isEmpty && interception.routes.acceptedHost(hostValue)) {
-            guard let hostHeader = Authority(hostValue) else {
-                throw ProxyError(.badRequest, host: interception.host, detail: "the request has \(hostCount) Host headers")
-            }
-            authorities.append(hostHeader)
-            for authority in authorities {
-                let portMatches = authority.port == nil ? interception.port == 443 : authority.port == interception.port
-                // The CONNECT host is normalised already; only the request's side needs it.
-                guard Authority.normalize(authority.host) == interception.host && portMatches else {
-                    throw ProxyError(.hostMismatch, host: interception.host,
-                                     detail: "this session was opened with CONNECT \(interception.host):\(interception.port); Host \(hostValue) belongs elsewhere")
-                }
-            }
-            interception.routes.accept(hostValue)
-        }
+        try acceptHost(hostValue, beside: authorities, in: interception)
         guard originForm.hasPrefix("/") || originForm == "*" else {
             throw ProxyError(.badRequest, host: interception.host, detail: "request target \"\(head.uri)\" is not origin-form")
         }
         let spec = interception.policy.spec
         return Route(
             plan: interception.routes.plan(for: interception),
-            upstreamHead: MessageRules.upstreamHead(from: head, target: originForm, hostHeader: hostValue, rules: spec.headers, framing: framing),
+            upstreamHead: .whole(MessageRules.upstreamHead(from: head, target: originForm, hostHeader: hostValue, rules: spec.headers,
+                                                           framing: framing)),
             framing: framing,
             responseTimeout: TimeAmount(spec.responseTimeout))
+    }
+
+    /// The request's one Host value (and an absolute target's authority,
+    /// `authorities`) must name the session's CONNECT host and port (else
+    /// 421). The session's host and port never change (a reload leaves an
+    /// open session its policy, docs/contract.md §3), so a Host value
+    /// accepted once is accepted again: the common request skips the parse.
+    private static func acceptHost(_ hostValue: String, beside authorities: [Authority], in interception: Interception) throws {
+        if authorities.isEmpty && interception.routes.acceptedHost(hostValue) { return }
+        guard let hostHeader = Authority(hostValue) else {
+            throw ProxyError(.badRequest, host: interception.host, detail: "the request has 1 Host headers")
+        }
+        for authority in authorities + [hostHeader] {
+            let portMatches = authority.port == nil ? interception.port == 443 : authority.port == interception.port
+            // The CONNECT host is normalised already; only the request's side needs it.
+            guard Authority.normalize(authority.host) == interception.host && portMatches else {
+                throw ProxyError(.hostMismatch, host: interception.host,
+                                 detail: "this session was opened with CONNECT \(interception.host):\(interception.port); Host \(hostValue) belongs elsewhere")
+            }
+        }
+        interception.routes.accept(hostValue)
+    }
+
+    /// The common request inside an intercepted session, routed on the
+    /// bytes the head path read, with no `HTTPHeaders` made: not CONNECT, an
+    /// origin-form target, one Host naming the session's host, no `Upgrade`
+    /// field, framing that is not refused, field values of ASCII only (a
+    /// whole head holds its values as UTF-8 strings, and the bytes sent must
+    /// be those it would send). Its head goes up as those bytes edited
+    /// (`MessageRules.forwardedHead`). Nil for any other request, and for one
+    /// that a check would refuse: `route` makes it whole and routes it as
+    /// before, where the refusal is made (`ForwardedRequestTests` routes the
+    /// same heads both ways).
+    private static func routeForwarded(_ head: RequestHeadBytes, in interception: Interception, maxHeadBytes: Int) -> RoutingDecision? {
+        guard let shape = head.bytes.withUnsafeReadableBytes({ bytes in ForwardedShape(head.parsed, in: bytes) }),
+              shape.wireSize <= maxHeadBytes,
+              case .success(let framing) = RequestFraming.of(head),
+              (try? acceptHost(shape.hostValue, beside: [], in: interception)) != nil else { return nil }
+        let spec = interception.policy.spec
+        let route = Route(
+            plan: interception.routes.plan(for: interception),
+            upstreamHead: .forwarded(MessageRules.forwardedHead(from: head, hostHeader: shape.hostValue, rules: spec.headers,
+                                                                framing: framing)),
+            framing: framing,
+            responseTimeout: TimeAmount(spec.responseTimeout))
+        return RoutingDecision(host: interception.host, policy: interception.policy, result: .success(route), framing: framing,
+                               identity: interception.identity)
+    }
+
+    /// What `routeForwarded` reads off a head's bytes in one pass: whether
+    /// it has the common shape, its size on the wire as `MessageRules.wireSize`
+    /// counts it, and its one Host value. Nil: not the common shape.
+    private struct ForwardedShape {
+        var wireSize: Int
+        var hostValue: String
+
+        init?(_ head: ParsedHead, in bytes: UnsafeRawBufferPointer) {
+            let method = head.method.bytes(in: bytes)
+            guard head.target.count > 0, bytes[head.target.start] == UInt8(ascii: "/"),
+                  !FieldNames.equal(method, "connect") else { return nil }
+            var size = method.count + head.target.count + 12
+            var host: ByteSpan?
+            for field in head.fields {
+                let name = field.name.bytes(in: bytes)
+                let value = field.value.bytes(in: bytes)
+                guard value.allSatisfy({ $0 < 0x80 }) else { return nil }
+                switch name.count {
+                case 4 where FieldNames.equal(name, "host"):
+                    guard host == nil else { return nil }
+                    host = field.value
+                case 7 where FieldNames.equal(name, "upgrade"):
+                    return nil
+                default:
+                    break
+                }
+                size += name.count + value.count + 4
+            }
+            guard let host else { return nil }
+            wireSize = size + 2
+            hostValue = host.text(in: bytes)
+        }
     }
 
     /// `websocket: deny` refuses the upgrade (403 `upgrade_denied`, docs/contract.md §11).

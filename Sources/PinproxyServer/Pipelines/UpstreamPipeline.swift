@@ -7,8 +7,8 @@ import PinproxyTLS
 /// An upstream connection for the pool. With TLS: the `TLSHandler` (the
 /// policy's pins, its ALPN offer), an `UpstreamHandshakeWatcher` (readiness
 /// and the handshake's failure), and NIO's ALPN handler, which puts in the
-/// layers for what the server selected, once: HTTP/1.1 (NIO's request
-/// encoder, the head path's `HeadPathDecoder`, and an `UpstreamHTTPHandler`) or HTTP/2 (`UpstreamHTTP2Pipeline`;
+/// layers for what the server selected, once: HTTP/1.1 (the head path's
+/// `RequestWriter` and `HeadPathDecoder`, and an `UpstreamHTTPHandler`) or HTTP/2 (`UpstreamHTTP2Pipeline`;
 /// docs/contract.md §11, `upstream_protocol`). Without TLS: HTTP/1.1 at once.
 /// Confined to the channel's event loop; the connector reads the shape once
 /// `ready` has succeeded.
@@ -59,29 +59,31 @@ final class UpstreamPipeline: @unchecked Sendable {
         })
     }
 
-    /// NIO's HTTP/1.1 client codec and the connection's `UpstreamHTTPHandler`,
+    /// The HTTP/1.1 layers and the connection's `UpstreamHTTPHandler`,
     /// whose `layers` a WebSocket splice takes out (the codec only).
     static func addHTTP1(_ sync: ChannelPipeline.SynchronousOperations, ready: EventLoopPromise<TLSHandshakeInfo?>,
                          usesTLS: Bool) throws -> UpstreamHTTPHandler {
-        // Framing is pinproxy's decision (`RequestFraming`), never the encoder's
-        // guess from the method: automatic framing headers are off.
-        var configuration = HTTPRequestEncoder.Configuration()
-        configuration.automaticallySetFramingHeaders = false
-        let encoder = HTTPRequestEncoder(configuration: configuration)
+        // The head path's `RequestWriter` in place of NIO's request encoder
+        // and outbound validator: the same bytes and refusals for NIO's parts
+        // (`HeadWriterDifferential`), and an app's head forwarded as its own
+        // bytes, edited (`ForwardedRequestHead`), which NIO's encoder cannot
+        // take. Framing is pinproxy's decision (`RequestFraming`), never the
+        // writer's guess from the method: it writes the framing fields the
+        // head has, as NIO's encoder does with automatic framing off.
+        let writer = RequestWriter()
         // The head path reads the upstream's answers (PinproxyHTTP1), refusing
         // all NIO's decoder refuses and some more (docs/contract.md §10), and
         // hands each head on as its bytes, which go to the app edited, not
         // remade (`ClientResponseHead.forwarded`). NIO's default limits, as
         // before. Bytes after a WebSocket `101` belong to the splice that
-        // replaces the decoder (handed on when it goes).
+        // replaces the decoder (handed on when it goes). It is told of each
+        // request by the connection that writes it (`SentRequests`).
         let sent = SentRequests()
         let decoder = ByteToMessageHandler(UpstreamResponseHeadPathDecoder(decoder: HeadPathDecoder(
             maxFieldBytes: Self.responseHeadBytes, maxFieldCount: Self.responseFieldCount), sent: sent))
-        let validator = NIOHTTPRequestHeadersValidator()
-        let handler = UpstreamHTTPHandler(ready: ready, usesTLS: usesTLS, sent: sent)
-        // The order and the handlers of NIO's `addHTTPClientHandlers`.
-        try sync.addHandlers([encoder, decoder, validator, handler])
-        handler.layers = PipelineLayers(handlers: [validator, encoder], decoders: [decoder])
+        let handler = UpstreamHTTPHandler(ready: ready, usesTLS: usesTLS, sent: sent, writer: writer)
+        try sync.addHandlers([writer, decoder, handler])
+        handler.layers = PipelineLayers(handlers: [writer], decoders: [decoder])
         return handler
     }
 

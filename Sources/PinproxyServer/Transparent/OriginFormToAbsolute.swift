@@ -8,8 +8,8 @@ import NIOHTTP1
 /// nothing of its own. A request without Host is routed by the original
 /// destination's address.
 final class OriginFormToAbsolute: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias InboundOut = HTTPServerRequestPart
+    typealias InboundIn = AppRequestPart
+    typealias InboundOut = AppRequestPart
 
     let original: SocketAddress
 
@@ -18,10 +18,11 @@ final class OriginFormToAbsolute: ChannelInboundHandler, RemovableChannelHandler
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard case .head(var head) = unwrapInboundIn(data) else {
+        guard case .head(let app) = unwrapInboundIn(data) else {
             context.fireChannelRead(data)
             return
         }
+        var head = app.whole
         let port = original.port ?? 80
         if head.method == .CONNECT {
             // Not a proxy listener: refused by the forward path's own check (400).
@@ -35,6 +36,6 @@ final class OriginFormToAbsolute: ChannelInboundHandler, RemovableChannelHandler
             // Port 80 stays implicit, as the app wrote it (and `upgrade_to_tls` then dials 443).
             head.uri = "http://\(bracketed)\(port == 80 ? "" : ":\(port)")\(head.uri)"
         }
-        context.fireChannelRead(wrapInboundOut(.head(head)))
+        context.fireChannelRead(wrapInboundOut(.head(.whole(head))))
     }
 }

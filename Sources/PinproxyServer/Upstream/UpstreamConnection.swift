@@ -124,6 +124,19 @@ final class UpstreamConnection: @unchecked Sendable {
     var isActive: Bool { channel.isActive }
     var isWritable: Bool { channel.isWritable }
 
+    /// An exchange's head: one forwarded as the app's bytes goes to an
+    /// HTTP/1.1 connection's writer as those bytes, edited; an HTTP/2
+    /// stream is sent it whole. (An HTTP/1.1 connection serves exchanges of
+    /// its own event loop only, so the writer is called on it.)
+    func writeHead(_ head: UpstreamRequestHead) {
+        guard let forwarded = head.forwarded, let writer = handler?.writer else {
+            return write(.head(head.whole))
+        }
+        channel.eventLoop.assertInEventLoop()
+        handler?.sent?.sent(forwarded.app.method)
+        forwarded.write(to: writer, promise: nil)
+    }
+
     func write(_ part: HTTPClientRequestPart, promise: EventLoopPromise<Void>? = nil) {
         switch part {
         case .head(let head): handler?.sent?.sent(head.method)  // an HTTP/1.1 connection's decoder learns of it
@@ -174,11 +187,15 @@ final class UpstreamHTTPHandler: ChannelInboundHandler, RemovableChannelHandler,
     /// The requests written, for the response decoder (nil on a stream:
     /// HTTP/2 pairs answers with requests itself).
     let sent: SentRequests?
+    /// The connection's HTTP/1.1 writer, which takes a head forwarded as
+    /// the app's bytes (nil on a stream).
+    let writer: RequestWriter?
 
-    init(ready: EventLoopPromise<TLSHandshakeInfo?>?, usesTLS: Bool, sent: SentRequests? = nil) {
+    init(ready: EventLoopPromise<TLSHandshakeInfo?>?, usesTLS: Bool, sent: SentRequests? = nil, writer: RequestWriter? = nil) {
         self.ready = ready
         self.usesTLS = usesTLS
         self.sent = sent
+        self.writer = writer
     }
 
     /// Settles `ready` if it still waits (the error is made only then).

@@ -1,0 +1,167 @@
+import NIOCore
+import NIOHTTP1
+import PinproxyHTTP1
+import PinproxyHTTP1NIO
+
+/// The head an exchange sends upstream: NIO's head, edited whole
+/// (`MessageRules.upstreamHead`), or the app's head kept as its bytes with
+/// the same edits listed (`ForwardedRequestHead`), which the upstream's
+/// HTTP/1.1 writer writes from those bytes. Either takes the edits made
+/// after routing (a credential's header, a WebSocket handshake's fields) as
+/// NIO's `HTTPHeaders` takes them.
+///
+/// One of two optionals rather than an enum: the route holds it and the
+/// edits after routing change it where it is held, which an enum's payload,
+/// taken out and put back, would copy (its field lists with it).
+struct UpstreamRequestHead: UpstreamFieldEditing {
+    /// Exactly one is set.
+    private(set) var wholeHead: HTTPRequestHead?
+    private(set) var forwarded: ForwardedRequestHead?
+
+    static func whole(_ head: HTTPRequestHead) -> UpstreamRequestHead {
+        UpstreamRequestHead(wholeHead: head, forwarded: nil)
+    }
+
+    static func forwarded(_ head: ForwardedRequestHead) -> UpstreamRequestHead {
+        UpstreamRequestHead(wholeHead: nil, forwarded: head)
+    }
+
+    func contains(name: String) -> Bool {
+        wholeHead?.headers.contains(name: name) ?? forwarded!.contains(name: name)
+    }
+
+    mutating func add(name: String, value: String) {
+        if wholeHead != nil { wholeHead!.headers.add(name: name, value: value) } else { forwarded!.add(name: name, value: value) }
+    }
+
+    mutating func remove(name: String) {
+        if wholeHead != nil { wholeHead!.headers.remove(name: name) } else { forwarded!.remove(name: name) }
+    }
+
+    mutating func replaceOrAdd(name: String, value: String) {
+        if wholeHead != nil {
+            wholeHead!.headers.replaceOrAdd(name: name, value: value)
+        } else {
+            forwarded!.replaceOrAdd(name: name, value: value)
+        }
+    }
+
+    /// NIO's head with the same fields in the same order (an HTTP/2
+    /// upstream's stream, and the tests that compare the two).
+    var whole: HTTPRequestHead {
+        wholeHead ?? forwarded!.whole
+    }
+}
+
+/// An app's HTTP/1.1 request head forwarded as its bytes: its request line
+/// (origin-form: the target goes up as it came) and its fields, but for the
+/// hop-by-hop ones and those its `Connection` fields name
+/// (`MessageRules.withForwardedFields`) and those `removed` names, then the
+/// fields `added`: the edits `MessageRules.upstreamHead` makes to a whole
+/// head, in the same order, so that the bytes are those that head would be
+/// written as (`ForwardedRequestTests`).
+///
+struct ForwardedRequestHead: UpstreamFieldEditing {
+    let app: RequestHeadBytes
+    /// Names, lowercase, of the app's fields that do not go up besides the
+    /// hop-by-hop ones: the policy's removals and sets, the framing fields,
+    /// a credential's header.
+    private(set) var removed = Self.framingFields
+    /// Fields after the app's: `te: trailers`, the policy's sets, the framing
+    /// field, `Via`, a credential's.
+    private(set) var added = HTTPHeaders()
+
+    /// Every forwarded head loses the app's framing fields (pinproxy writes
+    /// its own: `RequestFraming.apply`), so the list starts with them: a
+    /// list shared by every head, not one made for each.
+    private static let framingFields = ["content-length", "transfer-encoding"]
+
+    init(app: RequestHeadBytes) {
+        self.app = app
+    }
+
+    /// As `HTTPHeaders.remove(name:)` on the whole head: the app's fields of
+    /// that name and those added so far.
+    mutating func remove(name: String) {
+        // Compared before a lowercase copy is made: `transfer-encoding` is
+        // too long for a string kept inline, and every head removes it.
+        if !removed.contains(where: { Self.sameName(lowercase: $0, name) }) { removed.append(name.lowercased()) }
+        // `HTTPHeaders.remove` rebuilds its list even when nothing goes.
+        if added.contains(name: name) { added.remove(name: name) }
+    }
+
+    private static func sameName(lowercase: String, _ name: String) -> Bool {
+        guard lowercase.utf8.count == name.utf8.count else { return false }
+        if lowercase == name { return true }  // the framing fields, named lowercase
+        var lowercase = lowercase, name = name
+        return lowercase.withUTF8 { lowercase in
+            name.withUTF8 { FieldNames.equal(UnsafeRawBufferPointer(lowercase), UnsafeRawBufferPointer($0)) }
+        }
+    }
+
+    mutating func add(name: String, value: String) {
+        added.add(name: name, value: value)
+    }
+
+    /// As `HTTPHeaders.replaceOrAdd`: every field of that name goes, one comes last.
+    mutating func replaceOrAdd(name: String, value: String) {
+        remove(name: name)
+        add(name: name, value: value)
+    }
+
+    func contains(name: String) -> Bool {
+        if added.contains(name: name) { return true }
+        var name = name
+        return name.withUTF8 { name in
+            MessageRules.withForwardedFields(of: app.bytes, app.parsed) { forwarded in
+                app.bytes.withUnsafeReadableBytes { bytes in
+                    app.parsed.fields.contains { field in
+                        let fieldName = field.name.bytes(in: bytes)
+                        return FieldNames.equal(fieldName, UnsafeRawBufferPointer(name)) && keeps(fieldName, forwarded: forwarded)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether the app's field named by `name`'s bytes goes up.
+    func keeps(_ name: UnsafeRawBufferPointer, forwarded: (UnsafeRawBufferPointer) -> Bool) -> Bool {
+        guard forwarded(name) else { return false }
+        for var gone in removed where gone.utf8.count == name.count {
+            if gone.withUTF8({ FieldNames.equal(UnsafeRawBufferPointer($0), name) }) { return false }
+        }
+        return true
+    }
+
+    var whole: HTTPRequestHead {
+        var headers = HTTPHeaders()
+        MessageRules.withForwardedFields(of: app.bytes, app.parsed) { forwarded in
+            app.bytes.withUnsafeReadableBytes { bytes in
+                for field in app.parsed.fields where keeps(field.name.bytes(in: bytes), forwarded: forwarded) {
+                    headers.add(name: field.name.text(in: bytes), value: field.value.text(in: bytes))
+                }
+            }
+        }
+        headers.add(contentsOf: added)
+        return HTTPRequestHead(version: .http1_1, method: app.method, uri: app.target, headers: headers)
+    }
+
+    /// Hands the head to an upstream connection's HTTP/1.1 writer.
+    func write(to writer: RequestWriter, promise: EventLoopPromise<Void>?) {
+        MessageRules.withForwardedFields(of: app.bytes, app.parsed) { forwarded in
+            writer.writeForwarded(app.bytes, app.parsed, keeps: { keeps($0, forwarded: forwarded) }, added: added, promise: promise)
+        }
+    }
+}
+
+/// The edits `MessageRules.upstreamHead` makes to a head's fields, as
+/// NIO's `HTTPHeaders` makes them (names compared without case), so that one
+/// sequence of edits serves a whole head and one forwarded as its bytes.
+protocol UpstreamFieldEditing {
+    func contains(name: String) -> Bool
+    mutating func add(name: String, value: String)
+    mutating func remove(name: String)
+    mutating func replaceOrAdd(name: String, value: String)
+}
+
+extension HTTPHeaders: UpstreamFieldEditing {}
