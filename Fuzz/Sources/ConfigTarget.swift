@@ -9,6 +9,8 @@ enum ConfigTarget {
     static let directory: String = {
         let path = NSTemporaryDirectory() + "pinproxy-fuzz-config-\(getpid())"
         try? FileManager.default.createDirectory(atPath: path + "/etc/policies", withIntermediateDirectories: true)
+        // Written for every input, so removed only when libFuzzer ends the process.
+        atexit { try? FileManager.default.removeItem(atPath: ConfigTarget.directory) }
         return path
     }()
 

@@ -43,6 +43,9 @@ final class ProxyFuzzHarness: @unchecked Sendable {  // one fuzzing thread
         try! Self.policies.write(toFile: directory + "/etc/policies/p.yaml", atomically: true, encoding: .utf8)
         let loader = PolicyLoader(configFile: directory + "/etc/pinproxy.yaml", environment: [:], workingDirectory: directory)
         let result = loader.load()
+        // Read once, never reloaded: the files go now, not left behind in
+        // the temp directory by every run (libFuzzer ends the process itself).
+        try? FileManager.default.removeItem(atPath: directory)
         guard let snapshot = result.snapshot else { fatalError("the fuzz policy set did not load: \(result.diagnostics)") }
         let box = UpstreamBox()
         services = try! ProxyServices(
