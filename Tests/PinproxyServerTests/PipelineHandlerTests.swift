@@ -98,13 +98,7 @@ struct PipelineHandlerTests {
     @Test func theResponseDecoderIsToldOfEachRequestTheConnectionWrites() throws {
         let upstreamChannel = EmbeddedChannel()
         defer { _ = try? upstreamChannel.finish(acceptAlreadyClosed: true) }
-        let pipeline = try UpstreamPipeline.configure(upstreamChannel, tls: nil)
-        try upstreamChannel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 80)).wait()
-        let handler = try #require(pipeline.http1)
-        let upstream = UpstreamConnection(channel: upstreamChannel, key: .init(digest: "d", host: "api.test", port: 80, tls: false),
-                                          handler: handler, pinEvaluation: nil, handshake: nil)
-        let exchangeSide = Receiver()
-        upstream.receiver = exchangeSide
+        let (upstream, exchangeSide) = try Self.plainUpstream(upstreamChannel, host: "api.test")
         for method in [HTTPMethod.HEAD, .GET] {
             upstream.write(.head(HTTPRequestHead(version: .http1_1, method: method, uri: "/")))
             upstream.write(.end(nil))
@@ -133,13 +127,7 @@ struct PipelineHandlerTests {
         let loop = proxy.channel.embeddedEventLoop
         let upstreamChannel = EmbeddedChannel(loop: loop)
         defer { _ = try? upstreamChannel.finish(acceptAlreadyClosed: true) }
-        let pipeline = try UpstreamPipeline.configure(upstreamChannel, tls: nil)
-        try upstreamChannel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 80)).wait()
-        let handler = try #require(pipeline.http1)
-        let upstream = UpstreamConnection(channel: upstreamChannel, key: .init(digest: "d", host: "ws.test", port: 80, tls: false),
-                                          handler: handler, pinEvaluation: nil, handshake: nil)
-        let exchangeSide = Receiver()
-        upstream.receiver = exchangeSide
+        let (upstream, exchangeSide) = try Self.plainUpstream(upstreamChannel, host: "ws.test")
         // The upgrade request went up as the exchange sends it (the response
         // decoder reads answers to the requests the connection told it of).
         var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/socket")
@@ -175,6 +163,18 @@ struct PipelineHandlerTests {
     }
 
     /// The exchange's side of an upstream connection: the heads it got.
+    /// A plain HTTP/1.1 upstream connection on `channel`, connected, as the
+    /// pool lends it, and what reaches its exchange.
+    static func plainUpstream(_ channel: EmbeddedChannel, host: String) throws -> (UpstreamConnection, Receiver) {
+        let pipeline = try UpstreamPipeline.configure(channel, tls: nil)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 80)).wait()
+        let upstream = UpstreamConnection(channel: channel, key: .init(digest: "d", host: host, port: 80, tls: false),
+                                          handler: try #require(pipeline.http1), pinEvaluation: nil, handshake: nil)
+        let exchangeSide = Receiver()
+        upstream.receiver = exchangeSide
+        return (upstream, exchangeSide)
+    }
+
     final class Receiver: UpstreamResponseReceiver {
         var heads: [UInt] = []
         var ends = 0
