@@ -16,17 +16,7 @@ struct ExchangeStateMachineTests {
     typealias Machine = ExchangeStateMachine<Upstream>
 
     /// One policy set for all tables: a plain host, a token-attaching host, a denied host.
-    static let snapshot: PolicySnapshot = {
-        let dir = try! TemporaryDirectory("pinproxy-machine")
-        _ = try! dir.write("etc/pinproxy.yaml", """
-            policies: policies
-            ca: { cert: ../state/ca.pem, key: ../state/ca-key.pem }
-            spotify:
-              accounts: https://accounts.test
-              sessions:
-                app: { flow: client_credentials, client_id: id, client_secret: secret }
-            """)
-        _ = try! dir.write("etc/policies/p.yaml", """
+    static let snapshot = PolicySnapshot.loaded(policies: """
             hosts:
               - match: plain.test
                 action: intercept
@@ -39,10 +29,12 @@ struct ExchangeStateMachineTests {
               - match: ws-denied.test
                 action: intercept
                 websocket: deny
-            """)
-        let result = PolicyLoader(configFile: dir.file("etc/pinproxy.yaml"), environment: [:], workingDirectory: dir.path).load()
-        return result.snapshot!
-    }()
+            """, main: """
+            spotify:
+              accounts: https://accounts.test
+              sessions:
+                app: { flow: client_credentials, client_id: id, client_secret: secret }
+            """, directory: "pinproxy-machine")
 
     @Test(arguments: [
         // Table: events → actions, one scenario a row.

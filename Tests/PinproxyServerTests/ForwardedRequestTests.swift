@@ -20,24 +20,16 @@ import Testing
 struct ForwardedRequestTests {
     /// Policies with no header rules, and with rules that touch what the
     /// strip and the framing touch too.
-    static let snapshot: PolicySnapshot = {
-        let dir = try! TemporaryDirectory("pinproxy-forwarded-requests")
-        _ = try! dir.write("etc/pinproxy.yaml", """
-            policies: policies
-            ca: { cert: ../state/ca.pem, key: ../state/ca-key.pem }
-            """)
-        _ = try! dir.write("etc/policies/p.yaml", """
-            hosts:
-              - match: plain.test
-                action: intercept
-              - match: rules.test
-                action: intercept
-                headers:
-                  set: { X-Seen: "yes", Accept: "application/json", te: "gzip" }
-                  remove: [X-Foo, User-Agent, Host]
-            """)
-        return PolicyLoader(configFile: dir.file("etc/pinproxy.yaml"), environment: [:], workingDirectory: dir.path).load().snapshot!
-    }()
+    static let snapshot = PolicySnapshot.loaded(policies: """
+        hosts:
+          - match: plain.test
+            action: intercept
+          - match: rules.test
+            action: intercept
+            headers:
+              set: { X-Seen: "yes", Accept: "application/json", te: "gzip" }
+              remove: [X-Foo, User-Agent, Host]
+        """, directory: "pinproxy-forwarded-requests")
 
     static func session(_ host: String) -> RequestRouter.Interception {
         RequestRouter.Interception(host: host, port: 443, policy: snapshot.policy(forHost: host)!)

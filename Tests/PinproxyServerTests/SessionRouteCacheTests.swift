@@ -11,21 +11,13 @@ import Testing
 /// that value skips the parse, and nothing else is let through by it.
 @Suite("Session route cache")
 struct SessionRouteCacheTests {
-    static let snapshot: PolicySnapshot = {
-        let dir = try! TemporaryDirectory("pinproxy-routecache")
-        _ = try! dir.write("etc/pinproxy.yaml", """
-            policies: policies
-            ca: { cert: ../state/ca.pem, key: ../state/ca-key.pem }
-            """)
-        _ = try! dir.write("etc/policies/p.yaml", """
-            hosts:
-              - match: api.test
-                action: intercept
-                headers:
-                  set: { X-Seen: "yes" }
-            """)
-        return PolicyLoader(configFile: dir.file("etc/pinproxy.yaml"), environment: [:], workingDirectory: dir.path).load().snapshot!
-    }()
+    static let snapshot = PolicySnapshot.loaded(policies: """
+        hosts:
+          - match: api.test
+            action: intercept
+            headers:
+              set: { X-Seen: "yes" }
+        """, directory: "pinproxy-routecache")
 
     static func session() -> RequestRouter.Interception {
         RequestRouter.Interception(host: "api.test", port: 443, policy: snapshot.policy(forHost: "api.test")!)
