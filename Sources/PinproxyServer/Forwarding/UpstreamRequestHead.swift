@@ -85,17 +85,17 @@ struct ForwardedRequestHead: UpstreamFieldEditing {
     mutating func remove(name: String) {
         // Compared before a lowercase copy is made: `transfer-encoding` is
         // too long for a string kept inline, and every head removes it.
-        if !removed.contains(where: { Self.sameName(lowercase: $0, name) }) { removed.append(name.lowercased()) }
+        var spelt = name
+        if !spelt.withUTF8({ Self.lists(removed, UnsafeRawBufferPointer($0)) }) { removed.append(name.lowercased()) }
         // `HTTPHeaders.remove` rebuilds its list even when nothing goes.
         if added.contains(name: name) { added.remove(name: name) }
     }
 
-    private static func sameName(lowercase: String, _ name: String) -> Bool {
-        guard lowercase.utf8.count == name.utf8.count else { return false }
-        if lowercase == name { return true }  // the framing fields, named lowercase
-        var lowercase = lowercase, name = name
-        return lowercase.withUTF8 { lowercase in
-            name.withUTF8 { FieldNames.equal(UnsafeRawBufferPointer(lowercase), UnsafeRawBufferPointer($0)) }
+    /// Whether `names` (lowercase) hold the name `name`'s bytes spell, ASCII case aside.
+    private static func lists(_ names: [String], _ name: UnsafeRawBufferPointer) -> Bool {
+        names.contains { listed in
+            var listed = listed
+            return listed.utf8.count == name.count && listed.withUTF8 { FieldNames.equal(UnsafeRawBufferPointer($0), name) }
         }
     }
 
@@ -126,11 +126,7 @@ struct ForwardedRequestHead: UpstreamFieldEditing {
 
     /// Whether the app's field named by `name`'s bytes goes up.
     func keeps(_ name: UnsafeRawBufferPointer, forwarded: (UnsafeRawBufferPointer) -> Bool) -> Bool {
-        guard forwarded(name) else { return false }
-        for var gone in removed where gone.utf8.count == name.count {
-            if gone.withUTF8({ FieldNames.equal(UnsafeRawBufferPointer($0), name) }) { return false }
-        }
-        return true
+        forwarded(name) && !Self.lists(removed, name)
     }
 
     var whole: HTTPRequestHead {
