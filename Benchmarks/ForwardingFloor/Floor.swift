@@ -14,7 +14,8 @@
 //     pinproxy-floor --port N --ca-out FILE --upstream-ca FILE   (--help)
 //
 // It listens on 127.0.0.1:N with one event loop (as bench/run's `pinproxy`
-// path), writes the CA its leaves are minted from to FILE, and verifies
+// path; `--loops 0` gives it one per core, as pinproxy's shipped default and
+// bench/run's `floor-auto`), writes the CA its leaves are minted from to FILE, and verifies
 // upstreams against --upstream-ca. SIGTERM or SIGINT stops it. An app that
 // chooses `h2` in ALPN (as pinproxy offers it) gets the HTTP/2 path of
 // FloorHTTP2.swift. With --splice, an HTTP/1.1 app's bytes are spliced to
@@ -46,6 +47,9 @@ struct Floor: ParsableCommand {
     @Option(help: "The CA file upstream certificates are verified against.")
     var upstreamCA: String
 
+    @Option(help: "Event loops: 1, as bench/run's `pinproxy` path, or 0 for one per core, as pinproxy's shipped default (bench/run's `floor-auto`).")
+    var loops = 1
+
     @Flag(help: "Splice an HTTP/1.1 app's bytes to its own upstream connection, with no HTTP layer (FloorSplice.swift).")
     var splice = false
 
@@ -71,9 +75,10 @@ struct Floor: ParsableCommand {
         interception.applicationProtocols = ["h2", "http/1.1"]  // as pinproxy's interception context
         var upstreamH2 = TLSConfiguration.client(minimumVersion: .v1_3, trustRoots: .file(upstreamCA))
         upstreamH2.applicationProtocols = ["h2"]
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let loop = group.next()
-        let idle = try loop.submit { NIOLoopBound(IdleUpstreams(), eventLoop: loop) }.wait()
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: loops > 0 ? loops : System.coreCount)
+        let idle = IdleUpstreamsByLoop(try group.makeIterator().map { loop in
+            try loop.submit { NIOLoopBound(IdleUpstreams(), eventLoop: loop) }.wait()
+        })
         let contexts = Contexts(
             interception: try TLSContext(configuration: interception),
             upstream: try TLSContext(configuration: .client(minimumVersion: .v1_3, trustRoots: .file(upstreamCA))),
@@ -116,8 +121,9 @@ struct Contexts: Sendable {
     /// Offers only `h2`: the h2 path's upstream.
     let upstreamH2: TLSContext
     let ca: CertificateAuthority
-    /// HTTP/1.1 upstream connections left idle by app connections that closed.
-    let idle: NIOLoopBound<IdleUpstreams>
+    /// HTTP/1.1 upstream connections left idle by app connections that
+    /// closed, a pool per event loop.
+    let idle: IdleUpstreamsByLoop
     /// What an HTTP/1.1 app's bytes go through.
     let http1: HTTP1Path
 }
@@ -303,7 +309,7 @@ final class Forwarder: ChannelInboundHandler {
         case .end(let trailers): part = .end(trailers)
         }
         if case .end = part { requestsEnded += 1 }
-        if case .none = upstream, let channel = contexts.idle.value.take(IdleUpstreams.key(target)),
+        if case .none = upstream, let channel = contexts.idle.on(context.eventLoop).take(IdleUpstreams.key(target)),
            let backward = try? channel.pipeline.syncOperations.handler(type: Backward.self) {
             backward.app = context
             upstream = .ready(channel)
@@ -339,7 +345,7 @@ final class Forwarder: ChannelInboundHandler {
                 // Between requests: the next app connection to the target takes it.
                 backward.app = nil
                 backward.responsesEnded = 0
-                contexts.idle.value.put(channel, for: IdleUpstreams.key(target))
+                contexts.idle.on(context.eventLoop).put(channel, for: IdleUpstreams.key(target))
             } else {
                 channel.close(promise: nil)
             }

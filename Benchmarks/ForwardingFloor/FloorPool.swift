@@ -7,8 +7,8 @@
 // and `take` skips what is closed), no health check.
 import NIOCore
 
-/// Idle upstream connections by target. The floor has one event loop and
-/// this is touched only on it (`NIOLoopBound` in `Contexts` asserts so).
+/// Idle upstream connections by target, on one event loop: touched only on
+/// it (`NIOLoopBound` in `IdleUpstreamsByLoop` asserts so).
 final class IdleUpstreams {
     private var idle: [String: [any Channel]] = [:]
 
@@ -26,5 +26,22 @@ final class IdleUpstreams {
 
     func put(_ channel: any Channel, for key: String) {
         idle[key, default: []].append(channel)
+    }
+}
+
+/// A pool per event loop (one, or one per core with `--loops 0`): an app
+/// connection takes and leaves upstream connections of its own loop, as
+/// pinproxy's pool keeps a connection on the loop that dialled it.
+struct IdleUpstreamsByLoop: Sendable {
+    private let pools: [NIOLoopBound<IdleUpstreams>]
+
+    init(_ pools: [NIOLoopBound<IdleUpstreams>]) {
+        self.pools = pools
+    }
+
+    /// The pool of `loop`, the loop the caller runs on.
+    func on(_ loop: any EventLoop) -> IdleUpstreams {
+        // A linear search: at most one pool per core.
+        pools.first { $0.eventLoop === loop }!.value
     }
 }
