@@ -28,21 +28,48 @@ public final class ChildProcess: @unchecked Sendable {
             arguments = ["-C", currentDirectory, path] + arguments
             path = "/usr/bin/env"
         }
+        if FileManager.default.isExecutableFile(atPath: Self.setpriv) {
+            // SIGTERM when the test process dies, even by a crash that runs
+            // no atexit cleanup: a `pinproxy run` or nginx a crashed test had
+            // started would otherwise serve on for good. setpriv (util-linux,
+            // in every Debian) sets it and execs the command, whose PID the
+            // child keeps.
+            arguments = ["--pdeathsig", "TERM", "--", path] + arguments
+            path = Self.setpriv
+        }
+        let environment = (environment ?? ProcessInfo.processInfo.environment).map { "\($0.key)=\($0.value)" }
+        // Linux sends the parent-death signal when the *thread* that spawned
+        // the child ends, so the spawn is made on one that lives as long as
+        // the process: the concurrency pool's and Dispatch's threads may end
+        // while the child is still wanted.
+        let (rc, child) = ParentThread.shared.run { [path, arguments] in
+            Self.spawn(path, arguments, environment: environment, outputPath: outputPath, errorPath: errorPath, inputPath: inputPath)
+        }
+        guard rc == 0 else {
+            throw TestSupportError("posix_spawn \(path): \(String(cString: strerror(rc)))")
+        }
+        pid = child
+        TestCleanup.register(pid: child)
+    }
+
+    static let setpriv = "/usr/bin/setpriv"
+
+    /// posix_spawn's answer and the child's PID.
+    private static func spawn(_ path: String, _ arguments: [String], environment: [String], outputPath: String, errorPath: String?,
+                              inputPath: String?) -> (Int32, pid_t) {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, inputPath ?? "/dev/null", O_RDONLY, 0)
-        Self.closeInheritedDescriptors(&actions)
+        closeInheritedDescriptors(&actions)
         posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         if let errorPath {
             posix_spawn_file_actions_addopen(&actions, 2, errorPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         } else {
             posix_spawn_file_actions_adddup2(&actions, 1, 2)
         }
-        let env = (environment ?? ProcessInfo.processInfo.environment).map { "\($0.key)=\($0.value)" }
-        let argv = [path] + arguments
-        var cArgs = argv.map { strdup($0) } + [nil]
-        var cEnv = env.map { strdup($0) } + [nil]
+        var cArgs = ([path] + arguments).map { strdup($0) } + [nil]
+        var cEnv = environment.map { strdup($0) } + [nil]
         defer {
             cArgs.forEach { free($0) }
             cEnv.forEach { free($0) }
@@ -63,11 +90,7 @@ public final class ChildProcess: @unchecked Sendable {
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var child: pid_t = 0
         let rc = posix_spawn(&child, path, &actions, &attributes, &cArgs, &cEnv)
-        guard rc == 0 else {
-            throw TestSupportError("posix_spawn \(path): \(String(cString: strerror(rc)))")
-        }
-        pid = child
-        TestCleanup.register(pid: child)
+        return (rc, child)
     }
 
     deinit {
