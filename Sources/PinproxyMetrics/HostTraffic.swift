@@ -17,6 +17,8 @@ public final class HostTraffic {
     /// exposition stays as it was).
     private var bytesUp: Counter?
     private var bytesDown: Counter?
+    /// Looked up at the first stream: only an HTTP/2 upstream has streams.
+    private var upstreamStreams: Gauge?
     /// The `requests_total` series used last: one connection's requests
     /// mostly share their status, client and protocol.
     private var last: (code: Int, client: ClientLabel, h2: Bool, counter: Counter)?
@@ -39,6 +41,12 @@ public final class HostTraffic {
         }
         counter.increment()
         self.duration.record(duration)
+    }
+
+    /// As `PinproxyMetrics.upstreamStreams`, for this host.
+    public func upstreamStreams(delta: Int) {
+        if upstreamStreams == nil { upstreamStreams = series.upstreamStreams }
+        upstreamStreams!.increment(by: Double(delta))
     }
 
     /// As `PinproxyMetrics.bytes`, both directions at once.

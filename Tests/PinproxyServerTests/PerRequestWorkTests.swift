@@ -151,7 +151,8 @@ struct PerRequestWorkTests {
 
     /// A stream on a pooled HTTP/2 connection comes through one promise of
     /// NIO's and one callback (not a chain of futures): it arrives on the
-    /// loop's next tick, as a stream of that connection.
+    /// loop's next tick, as a stream of that connection. The connection's
+    /// streams count in the stream gauge through series it resolved once.
     @Test func aStreamOnAPooledHTTP2ConnectionArrivesOnTheNextTick() throws {
         let proxy = try EmbeddedProxy()
         let policy = try #require(proxy.services.store.snapshot.policy(forHost: "intercept.test"))
@@ -182,6 +183,17 @@ struct PerRequestWorkTests {
         pool.release(stream)
         channel.embeddedEventLoop.run()
         #expect(!stream.channel.isActive, "a stream let go before both its messages ended is reset")
+        // Two streams more on the same connection.
+        for _ in 0..<2 {
+            guard case .pending(let next) = checkout.checkoutNow(plan, on: channel.eventLoop) else {
+                Issue.record("a stream is set up by NIO on the next tick")
+                return
+            }
+            channel.embeddedEventLoop.run()
+            pool.release(try next.wait().connection)
+            channel.embeddedEventLoop.run()
+        }
+        #expect(proxy.recorder.trafficRecorders == 1, "one connection: its streams' series resolved once, not per stream")
     }
 
     // MARK: Upstream readiness

@@ -97,4 +97,8 @@ final class MetricsTrafficRecorder: TrafficRecorder {
     func bytes(up: Int, down: Int) {
         traffic.bytes(up: up, down: down)
     }
+
+    func upstreamStreams(delta: Int) {
+        traffic.upstreamStreams(delta: delta)
+    }
 }

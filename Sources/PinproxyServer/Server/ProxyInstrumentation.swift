@@ -76,6 +76,9 @@ extension ProxyInstrumentation {
 public protocol TrafficRecorder: AnyObject {
     func requestCompleted(status: Int, seconds: Double, client: String, protocol: RequestProtocol)
     func bytes(up: Int, down: Int)
+    /// An upstream HTTP/2 stream opened (+1) or ended (-1): an upstream
+    /// connection keeps a recorder for its streams (`UpstreamMultiplexer`).
+    func upstreamStreams(delta: Int)
 }
 
 extension ProxyInstrumentation {
@@ -101,5 +104,9 @@ final class ForwardingTrafficRecorder: TrafficRecorder {
 
     func bytes(up: Int, down: Int) {
         instrumentation.bytes(policy: policy, up: up, down: down)
+    }
+
+    func upstreamStreams(delta: Int) {
+        instrumentation.upstreamStreams(policy: policy, delta: delta)
     }
 }

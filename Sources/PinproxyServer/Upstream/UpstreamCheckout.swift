@@ -94,13 +94,19 @@ final class UpstreamCheckout: Sendable {
         let loop = connection.channel.eventLoop
         guard loop.inEventLoop else { return loop.flatSubmit { self.openStream(on: connection, policy: policy, reused: reused) } }
         let checkedOut = loop.makePromise(of: CheckedOut.self)
-        connection.multiplexer!.openStream(on: connection) { result in
+        let multiplexer = connection.multiplexer!
+        // Resolved by the connection's first stream and kept for the rest: a
+        // pooled connection serves only the key it was dialled for, and so
+        // one policy (its digest is in the key).
+        let recorder = multiplexer.streamRecorder ?? self.instrumentation.trafficRecorder(policy: policy)
+        multiplexer.streamRecorder = recorder
+        multiplexer.openStream(on: connection) { result in
             switch result {
             case .success(let stream):
-                self.instrumentation.upstreamStreams(policy: policy, delta: 1)
+                recorder.upstreamStreams(delta: 1)
                 // Told by the stream's handler as it closes: one closure, where
                 // a callback on its close future wrapped this one in another.
-                stream.onClose = { self.instrumentation.upstreamStreams(policy: policy, delta: -1) }
+                stream.onClose = { recorder.upstreamStreams(delta: -1) }
                 checkedOut.succeed((stream, reused))
             case .failure(let error):
                 self.pool.streamEnded(on: connection)

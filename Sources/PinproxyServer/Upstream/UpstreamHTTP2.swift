@@ -73,6 +73,11 @@ final class UpstreamHTTP2ConnectionHandler: ChannelInboundHandler, UpstreamClose
 final class UpstreamMultiplexer: @unchecked Sendable {
     let streams: NIOHTTP2Handler.StreamMultiplexer
     let handler: UpstreamHTTP2ConnectionHandler
+    /// Counts this connection's streams in the stream gauge of the policy
+    /// it was dialled for: resolved by its first stream (`UpstreamCheckout`;
+    /// its streams open and end on its event loop), where each stream's
+    /// opening and end looked the host's series up again.
+    var streamRecorder: (any TrafficRecorder)?
 
     init(streams: NIOHTTP2Handler.StreamMultiplexer, handler: UpstreamHTTP2ConnectionHandler) {
         self.streams = streams
