@@ -19,6 +19,15 @@ struct ChildProcessLifetimeTests {
         #expect(output.trimmingCharacters(in: .whitespacesAndNewlines) == "\(SIGTERM)")
     }
 
+    /// A program that does not exist is an error where it is spawned, as
+    /// posix_spawn made it, not a child (setpriv) that fails to start it.
+    @Test func aMissingProgramFailsAtItsSpawn() throws {
+        let directory = try TemporaryDirectory("pinproxy-child-lifetime")
+        #expect(throws: TestSupportError.self) {
+            try ChildProcess("/nonexistent/pinproxy-test-program", [], directory: directory)
+        }
+    }
+
     @Test func aChildOutlivesTheThreadThatStartedIt() throws {
         // The kernel sends the parent-death signal when the spawning *thread*
         // ends; a test's thread may end long before its children are done.

@@ -28,6 +28,11 @@ public final class ChildProcess: @unchecked Sendable {
             arguments = ["-C", currentDirectory, path] + arguments
             path = "/usr/bin/env"
         }
+        // Checked here, as posix_spawn would check it: behind setpriv a
+        // missing program would be setpriv's failure in the child, not an error here.
+        guard FileManager.default.isExecutableFile(atPath: path) else {
+            throw TestSupportError("posix_spawn \(path): not an executable file")
+        }
         if FileManager.default.isExecutableFile(atPath: Self.setpriv) {
             // SIGTERM when the test process dies, even by a crash that runs
             // no atexit cleanup: a `pinproxy run` or nginx a crashed test had
