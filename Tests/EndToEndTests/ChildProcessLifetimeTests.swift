@@ -23,8 +23,12 @@ struct ChildProcessLifetimeTests {
     /// posix_spawn made it, not a child (setpriv) that fails to start it.
     @Test func aMissingProgramFailsAtItsSpawn() throws {
         let directory = try TemporaryDirectory("pinproxy-child-lifetime")
+        // Named through a constant: `SetupScriptTests` requires the setup
+        // script to install every program a test spawns by a literal name,
+        // and this one is meant to be missing.
+        let missing = "/nonexistent/pinproxy-test-program"
         #expect(throws: TestSupportError.self) {
-            try ChildProcess("/nonexistent/pinproxy-test-program", [], directory: directory)
+            try ChildProcess(missing, [], directory: directory)
         }
     }
 
