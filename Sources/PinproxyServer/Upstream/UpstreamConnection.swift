@@ -230,7 +230,10 @@ final class UpstreamHTTPHandler: ChannelInboundHandler, RemovableChannelHandler,
     private(set) var receivedEnd = false
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .end = unwrapInboundIn(data) { receivedEnd = true }
+        // Unwrapped once: a part that is not a `ByteBuffer` leaves `NIOAny`
+        // through a dynamic cast each time (issue 33: two casts a part).
+        let part = unwrapInboundIn(data)
+        if case .end = part { receivedEnd = true }
         guard let receiver else {
             // A response nobody asked for (an idle pooled connection, or after
             // the exchange let go): taking it as the next request's answer would
@@ -238,7 +241,7 @@ final class UpstreamHTTPHandler: ChannelInboundHandler, RemovableChannelHandler,
             context.close(promise: nil)
             return
         }
-        receiver.upstreamReceived(unwrapInboundIn(data))
+        receiver.upstreamReceived(part)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
