@@ -149,10 +149,12 @@ struct PerRequestWorkTests {
         #expect(proxy.recorder.trafficRecorders == 1, "one session: its series resolved once, not per stream")
     }
 
-    /// A stream on a pooled HTTP/2 connection comes through one promise of
-    /// NIO's and one callback (not a chain of futures): it arrives on the
-    /// loop's next tick, as a stream of that connection. The connection's
-    /// streams count in the stream gauge through series it resolved once.
+    /// A stream on a pooled HTTP/2 connection of the asking loop comes
+    /// through one promise of NIO's and one callback (no future of ours, no
+    /// chain of them): the checkout names the connection, and the stream it
+    /// opens arrives on the loop's next tick, as a stream of that
+    /// connection. The connection's streams count in the stream gauge
+    /// through series it resolved once.
     @Test func aStreamOnAPooledHTTP2ConnectionArrivesOnTheNextTick() throws {
         let proxy = try EmbeddedProxy()
         let policy = try #require(proxy.services.store.snapshot.policy(forHost: "intercept.test"))
@@ -172,12 +174,7 @@ struct PerRequestWorkTests {
         let connection = UpstreamConnection(channel: channel, key: plan.poolKey, multiplexer: multiplexer, pinEvaluation: nil, handshake: nil)
         pool.opened(connection)
         // The next request gets a stream on it, on the loop's next tick.
-        guard case .pending(let future) = checkout.checkoutNow(plan, on: channel.eventLoop) else {
-            Issue.record("a stream is set up by NIO on the next tick")
-            return
-        }
-        channel.embeddedEventLoop.run()
-        let (stream, reused) = try future.wait()
+        let (stream, reused) = try Self.openStream(checkout, plan, on: channel)
         #expect(stream.parent === connection && reused)
         #expect(stream.channel.isActive && stream.http1Handler == nil)
         pool.release(stream)
@@ -185,16 +182,27 @@ struct PerRequestWorkTests {
         #expect(!stream.channel.isActive, "a stream let go before both its messages ended is reset")
         // Two streams more on the same connection.
         for _ in 0..<2 {
-            guard case .pending(let next) = checkout.checkoutNow(plan, on: channel.eventLoop) else {
-                Issue.record("a stream is set up by NIO on the next tick")
-                return
-            }
-            channel.embeddedEventLoop.run()
-            pool.release(try next.wait().connection)
+            pool.release(try Self.openStream(checkout, plan, on: channel).connection)
             channel.embeddedEventLoop.run()
         }
         #expect(proxy.recorder.trafficRecorders == 1, "one connection: its streams' series resolved once, not per stream")
     }
+
+    /// A checkout that names a pooled HTTP/2 connection of `channel`'s loop,
+    /// and the stream opened on it: none before the loop's next tick.
+    static func openStream(_ checkout: UpstreamCheckout, _ plan: DialPlan, on channel: EmbeddedChannel) throws
+        -> UpstreamCheckout.CheckedOut {
+        guard case .stream(let connection) = checkout.checkoutNow(plan, on: channel.eventLoop) else {
+            throw CheckoutExpectation.notAStream
+        }
+        var opened: Result<UpstreamCheckout.CheckedOut, any Error>?
+        checkout.openStream(on: connection, policy: plan.policy) { opened = $0 }
+        #expect(opened == nil, "NIO sets a stream up on the loop's next tick")
+        channel.embeddedEventLoop.run()
+        return try #require(opened).get()
+    }
+
+    enum CheckoutExpectation: Error { case notAStream }
 
     // MARK: Upstream readiness
 

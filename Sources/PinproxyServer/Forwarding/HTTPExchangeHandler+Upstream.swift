@@ -54,6 +54,8 @@ extension HTTPExchangeHandler {
         switch services.upstreams.checkoutNow(plan, on: context.eventLoop) {
         case .pooled(let connection):
             acquired(.success((connection, true)), plan: plan, context: context)
+        case .stream(let connection):
+            services.upstreams.openStream(on: connection, policy: plan.policy) { self.acquired($0, plan: plan, context: context) }
         case .pending(let future):
             future.assumeIsolated().whenComplete { self.acquired($0, plan: plan, context: context) }
         }

@@ -18,10 +18,15 @@ final class UpstreamCheckout: Sendable {
 
     typealias CheckedOut = (connection: UpstreamConnection, reused: Bool)
 
-    /// An idle pooled connection at once, or one still to come (a dial, a
-    /// stream, a place in line).
+    /// An idle pooled connection at once, a stream to open on a pooled
+    /// HTTP/2 connection of the asking loop, or one still to come (a dial, a
+    /// stream on another loop's connection, a place in line).
     enum Checkout {
         case pooled(UpstreamConnection)
+        /// Opened by `openStream(on:policy:then:)`, which tells its callback
+        /// on this loop: no future, where a stream is an HTTP/2 request's
+        /// common case (issue 33: a promise and a callback fewer per stream).
+        case stream(UpstreamConnection)
         case pending(EventLoopFuture<CheckedOut>)
     }
 
@@ -30,6 +35,7 @@ final class UpstreamCheckout: Sendable {
     func checkout(_ plan: DialPlan, on loop: any EventLoop) -> EventLoopFuture<CheckedOut> {
         switch checkoutNow(plan, on: loop) {
         case .pooled(let connection): return loop.makeSucceededFuture((connection, true))
+        case .stream(let connection): return openStream(on: connection, policy: plan.policy, reused: true)
         case .pending(let future): return future
         }
     }
@@ -46,6 +52,8 @@ final class UpstreamCheckout: Sendable {
         switch acquired {
         case .ready(.connection(let connection)):
             return .pooled(connection)
+        case .ready(.stream(let connection)) where connection.channel.eventLoop === loop:
+            return .stream(connection)
         case .ready(let lease):
             // A stream on another loop's HTTP/2 connection (at the limit) is opened there.
             return .pending(connection(for: lease, plan: plan, on: loop).hop(to: loop))
@@ -94,6 +102,14 @@ final class UpstreamCheckout: Sendable {
         let loop = connection.channel.eventLoop
         guard loop.inEventLoop else { return loop.flatSubmit { self.openStream(on: connection, policy: policy, reused: reused) } }
         let checkedOut = loop.makePromise(of: CheckedOut.self)
+        openStream(on: connection, policy: policy, reused: reused) { checkedOut.completeWith($0) }
+        return checkedOut.futureResult
+    }
+
+    /// A stream on a pooled HTTP/2 connection of this loop (`Checkout.stream`),
+    /// `then` told on this loop with it, or with why there is none.
+    func openStream(on connection: UpstreamConnection, policy: HostPolicy?, reused: Bool = true,
+                    then: @escaping (Result<CheckedOut, any Error>) -> Void) {
         let multiplexer = connection.multiplexer!
         // Resolved by the connection's first stream and kept for the rest: a
         // pooled connection serves only the key it was dialled for, and so
@@ -107,13 +123,12 @@ final class UpstreamCheckout: Sendable {
                 // Told by the stream's handler as it closes: one closure, where
                 // a callback on its close future wrapped this one in another.
                 stream.onClose = { recorder.upstreamStreams(delta: -1) }
-                checkedOut.succeed((stream, reused))
+                then(.success((stream, reused)))
             case .failure(let error):
                 self.pool.streamEnded(on: connection)
-                checkedOut.fail(ProxyError(.connectFailed, host: connection.key.host,
-                    detail: "could not open an HTTP/2 stream to \(connection.key.host): \(UpstreamConnector.describe(error))"))
+                then(.failure(ProxyError(.connectFailed, host: connection.key.host,
+                    detail: "could not open an HTTP/2 stream to \(connection.key.host): \(UpstreamConnector.describe(error))")))
             }
         }
-        return checkedOut.futureResult
     }
 }
