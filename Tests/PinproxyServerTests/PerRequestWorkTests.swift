@@ -212,8 +212,8 @@ struct PerRequestWorkTests {
     @Test func anUpstreamStreamWaitsOnNoReadinessPromise() throws {
         let stream = EmbeddedChannel()
         defer { _ = try? stream.finish(acceptAlreadyClosed: true) }
-        let handler = try UpstreamHTTP2Pipeline.configureStream(stream)
-        #expect(!handler.awaitsReady)
+        let adapter = try UpstreamHTTP2Pipeline.configureStream(stream)
+        #expect(!adapter.handler.awaitsReady)
     }
 
     /// An upstream connection's handler on a channel of its own (not yet

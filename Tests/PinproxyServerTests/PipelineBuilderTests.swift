@@ -1,7 +1,9 @@
 import Foundation
 import NIOCore
 import NIOEmbedded
+import NIOHPACK
 import NIOHTTP1
+import NIOHTTP2
 import NIOTLS
 import PinproxyPolicy
 import PinproxyTLS
@@ -80,6 +82,43 @@ struct PipelineBuilderTests {
                 == ["HTTP2StreamAdapter", "HTTPExchangeHandler"])
     }
 
+    /// The adapter hands the request's parts to its exchange itself: a
+    /// handler put between the two sees none of them go by, and the exchange
+    /// still answers (here 421: the stream names another host).
+    @Test func anInterceptedStreamsPartsReachItsExchangeWithoutAPipelineHop() throws {
+        let proxy = try EmbeddedProxy()
+        let stream = EmbeddedChannel()
+        defer { _ = try? stream.finish(acceptAlreadyClosed: true) }
+        let limits = proxy.services.store.snapshot.config.limits
+        let policy = try #require(proxy.services.store.snapshot.policy(forHost: "intercept.test"))
+        try InterceptedHTTP2Pipeline.configureStream(
+            stream.pipeline.syncOperations, idleTimeout: .seconds(5),
+            exchange: HTTPExchangeHandler(services: proxy.services, interception: .init(host: "intercept.test", port: 443, policy: policy),
+                                          clientAddress: "127.0.0.1:1", headTimer: nil, limits: limits, clientProtocol: .h2))
+        let between = ReadCounter()
+        let adapter = try stream.pipeline.syncOperations.handler(type: HTTP2StreamAdapter.self)
+        try stream.pipeline.syncOperations.addHandler(between, position: .after(adapter))
+        try stream.writeInbound(HTTP2Frame.FramePayload.headers(.init(
+            headers: HPACKHeaders([(":method", "GET"), (":path", "/"), (":scheme", "https"), (":authority", "elsewhere.test")]),
+            endStream: true)))
+        #expect(between.reads == 0)
+        guard case .headers(let answer)? = try stream.readOutbound(as: HTTP2Frame.FramePayload.self) else {
+            Issue.record("the exchange answered nothing")
+            return
+        }
+        #expect(answer.headers.first(name: ":status") == "421")
+    }
+
+    /// Counts the request parts that pass it.
+    final class ReadCounter: ChannelInboundHandler {
+        typealias InboundIn = AppRequestPart
+        var reads = 0
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            reads += 1
+            context.fireChannelRead(data)
+        }
+    }
+
     // MARK: Upstream
 
     @Test func aPlainUpstreamIsTheHeadPathsWriterAndDecoderAndItsHandlerReadyOnceActive() throws {
@@ -126,11 +165,12 @@ struct PipelineBuilderTests {
         }
     }
 
-    @Test func anUpstreamStreamIsTheFrameAdapterAndItsHandler() throws {
+    /// One handler a stream: the adapter calls the stream's `UpstreamHTTPHandler` itself.
+    @Test func anUpstreamStreamIsTheFrameAdapterAlone() throws {
         let stream = EmbeddedChannel()
         defer { _ = try? stream.finish(acceptAlreadyClosed: true) }
         _ = try UpstreamHTTP2Pipeline.configureStream(stream)
-        #expect(PipelineShapes.handlers(stream.pipeline) == ["UpstreamHTTP2StreamAdapter", "UpstreamHTTPHandler"])
+        #expect(PipelineShapes.handlers(stream.pipeline) == ["UpstreamHTTP2StreamAdapter"])
     }
 
     // MARK: Splices and the parent tunnel

@@ -9,9 +9,34 @@ import Testing
 
 /// `UpstreamHTTP2StreamAdapter` on an `EmbeddedChannel`: an exchange's
 /// request parts in, an upstream stream's frame payloads out; the server's
-/// frames in, response parts out.
+/// frames in, response parts out to the exchange (through the stream's
+/// `UpstreamHTTPHandler`, which the adapter calls itself).
 @Suite("Upstream HTTP/2 stream adapter")
 struct UpstreamHTTP2StreamAdapterTests {
+    /// A stream's adapter and its handler, as `UpstreamHTTP2Pipeline` makes them.
+    static func adapter() -> UpstreamHTTP2StreamAdapter {
+        UpstreamHTTP2StreamAdapter(handler: UpstreamHTTPHandler(ready: nil, usesTLS: false))
+    }
+
+    /// What reaches the exchange: each part described, and how the stream ended for it.
+    final class Exchange: UpstreamResponseReceiver {
+        var parts: [String] = []
+        var closed: [String] = []
+        func upstreamReceived(_ part: UpstreamResponsePart) {
+            switch part {
+            case .head(let received):
+                let head = received.head
+                let fields = head.headers.map { "\($0.name)=\($0.value)" }.joined(separator: ",")
+                parts.append("head(\(head.status.code) \(fields))")
+            case .body(let body): parts.append("body(\(body.readableBytes))")
+            case .end(nil): parts.append("end")
+            case .end(let trailers?): parts.append("end(\(trailers.map { "\($0.name)=\($0.value)" }.joined(separator: ",")))")
+            }
+        }
+        func upstreamReadComplete() {}
+        func upstreamWritabilityChanged() {}
+        func upstreamClosed(_ error: (any Error)?) { closed.append(error.map { "\($0)" } ?? "closed") }
+    }
     static func request(_ method: HTTPMethod, _ fields: [(String, String)] = [("Host", "u.test")]) -> HTTPClientRequestPart {
         .head(HTTPRequestHead(version: .http1_1, method: method, uri: "/p?q=1", headers: HTTPHeaders(fields)))
     }
@@ -20,7 +45,7 @@ struct UpstreamHTTP2StreamAdapterTests {
 
     /// Writes `parts` (flushing after those listed), returns the frames that left.
     static func frames(_ parts: [HTTPClientRequestPart], flushAfter: Set<Int> = []) throws -> [String] {
-        try StreamAdapterFrames.written(by: UpstreamHTTP2StreamAdapter(), parts, flushAfter: flushAfter)
+        try StreamAdapterFrames.written(by: Self.adapter(), parts, flushAfter: flushAfter)
     }
 
     static func body(_ count: Int) -> HTTPClientRequestPart { .body(.byteBuffer(ByteBuffer(repeating: 0x61, count: count))) }
@@ -47,7 +72,7 @@ struct UpstreamHTTP2StreamAdapterTests {
 
     @Test(arguments: [[("Accept", "*/*")], [("Host", "a.test"), ("host", "b.test")]])
     func aHeadWithoutExactlyOneHostIsRefused(fields: [(String, String)]) throws {
-        let channel = EmbeddedChannel(handler: UpstreamHTTP2StreamAdapter())
+        let channel = EmbeddedChannel(handler: Self.adapter())
         defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
         let written = channel.eventLoop.makePromise(of: Void.self)
         channel.write(Self.request(.GET, fields), promise: written)
@@ -57,25 +82,20 @@ struct UpstreamHTTP2StreamAdapterTests {
 
     // MARK: Response
 
-    /// Sends `request`, then feeds the server's `payloads`; returns the parts that came out, described.
+    /// Sends `request`, then feeds the server's `payloads`; returns the
+    /// parts that reached the exchange, described. None go on down the
+    /// pipeline: the adapter is the stream's only handler.
     static func response(to method: HTTPMethod, _ payloads: [HTTP2Frame.FramePayload]) throws -> [String] {
-        let channel = EmbeddedChannel(handler: UpstreamHTTP2StreamAdapter())
+        let adapter = Self.adapter()
+        let exchange = Exchange()
+        adapter.handler.receiver = exchange
+        let channel = EmbeddedChannel(handler: adapter)
         defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
         try channel.writeOutbound(Self.request(method))
         for payload in payloads { try channel.writeInbound(payload) }
-        var out: [String] = []
-        while let part = try channel.readInbound(as: UpstreamResponsePart.self) {
-            switch part {
-            case .head(let received):
-                let head = received.head
-                let fields = head.headers.map { "\($0.name)=\($0.value)" }.joined(separator: ",")
-                out.append("head(\(head.status.code) \(fields))")
-            case .body(let body): out.append("body(\(body.readableBytes))")
-            case .end(nil): out.append("end")
-            case .end(let trailers?): out.append("end(\(trailers.map { "\($0.name)=\($0.value)" }.joined(separator: ",")))")
-            }
-        }
-        return out
+        #expect(try channel.readInbound(as: UpstreamResponsePart.self) == nil)
+        #expect(exchange.closed.isEmpty)
+        return exchange.parts
     }
 
     static func headers(_ fields: [(String, String)], end: Bool = false) -> HTTP2Frame.FramePayload {
@@ -104,11 +124,44 @@ struct UpstreamHTTP2StreamAdapterTests {
                 == ["head(100 )", "head(200 content-length=1)", "body(1)", "end(grpc-status=0)"])
     }
 
+    /// The exchange is told the stream failed, with why, and gets no part;
+    /// the stream is closed (reset).
     @Test func aStatusThatIsNotThreeDigitsIsAnError() throws {
-        let channel = EmbeddedChannel(handler: UpstreamHTTP2StreamAdapter())
+        let adapter = Self.adapter()
+        let exchange = Exchange()
+        adapter.handler.receiver = exchange
+        let channel = EmbeddedChannel(handler: adapter)
         defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
         try channel.writeOutbound(Self.request(.GET))
-        #expect(throws: HTTP2HeaderBlocks.Malformed.invalidStatus) { try channel.writeInbound(Self.headers([(":status", "2x0")], end: true)) }
-        #expect(try channel.readInbound(as: UpstreamResponsePart.self) == nil)
+        try channel.writeInbound(Self.headers([(":status", "2x0")], end: true))
+        #expect(exchange.parts.isEmpty)
+        #expect(exchange.closed == ["\(HTTP2HeaderBlocks.Malformed.invalidStatus)"])
+        #expect(!channel.isActive)
+    }
+
+    /// A response part with no exchange to take it (it let go) ends the
+    /// stream rather than wait for an exchange it could be mistaken for.
+    @Test func aResponseNobodyHoldsClosesTheStream() throws {
+        let channel = EmbeddedChannel(handler: Self.adapter())
+        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        try channel.writeOutbound(Self.request(.GET))
+        try channel.writeInbound(Self.headers([(":status", "200")], end: true))
+        #expect(!channel.isActive)
+    }
+
+    /// The stream's end reaches the exchange through the adapter.
+    @Test func theStreamsCloseReachesItsExchange() throws {
+        let adapter = Self.adapter()
+        let exchange = Exchange()
+        adapter.handler.receiver = exchange
+        var poolTold = false
+        adapter.handler.onClose = { poolTold = true }
+        let channel = EmbeddedChannel(handler: adapter)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        try channel.close().wait()
+        #expect(exchange.closed == ["closed"])
+        #expect(poolTold)
     }
 }

@@ -57,8 +57,11 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
 
     private var request = Request.awaitingHead
     private let idleTimeout: TimeAmount
-    /// For `writeForwarded`, which the exchange calls directly.
+    /// For `send` and `writeForwarded`, which the exchange calls directly.
     private var context: ChannelHandlerContext?
+    /// The stream's exchange, handed each request part directly (let go when
+    /// the adapter leaves the pipeline). Nil: parts go on through the pipeline.
+    var exchange: HTTPExchangeHandler?
     private var stall: Scheduled<Void>?
     /// A final response head or a DATA not yet written: it may end the stream itself.
     private var held = HeldFrame()
@@ -98,19 +101,19 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
             }
             if headers.endStream {
                 request = .over
-                context.fireChannelRead(wrapInboundOut(.head(.whole(head))))
-                context.fireChannelRead(wrapInboundOut(.end(nil)))
+                deliver(.head(.whole(head)), context: context)
+                deliver(.end(nil), context: context)
             } else if Self.framesNothing(head) {
                 hold(head, context: context)
             } else {
                 request = .passing
-                context.fireChannelRead(wrapInboundOut(.head(.whole(head))))
+                deliver(.head(.whole(head)), context: context)
             }
         case .holding:
             release(context: context, then: .end(HTTP2HeaderBlocks.fields(headers.headers)))
         case .passing:
             request = .over
-            context.fireChannelRead(wrapInboundOut(.end(HTTP2HeaderBlocks.fields(headers.headers))))
+            deliver(.end(HTTP2HeaderBlocks.fields(headers.headers)), context: context)
         case .over:
             break
         }
@@ -126,7 +129,7 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
             release(context: context, then: .body(bytes))
             if endStream { end(context: context) }
         case .passing:
-            if bytes.readableBytes > 0 || !endStream { context.fireChannelRead(wrapInboundOut(.body(bytes))) }
+            if bytes.readableBytes > 0 || !endStream { deliver(.body(bytes), context: context) }
             if endStream { end(context: context) }
         case .awaitingHead, .over:
             break  // DATA before HEADERS is NIO's protocol error
@@ -135,7 +138,7 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
 
     private func end(context: ChannelHandlerContext) {
         request = .over
-        context.fireChannelRead(wrapInboundOut(.end(nil)))
+        deliver(.end(nil), context: context)
     }
 
     private func hold(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
@@ -157,12 +160,19 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
         stall = nil
         request = .passing
         if case .end? = part { request = .over } else { head.headers.add(name: "transfer-encoding", value: "chunked") }
-        context.fireChannelRead(wrapInboundOut(.head(.whole(head))))
+        deliver(.head(.whole(head)), context: context)
         if let part {
-            context.fireChannelRead(wrapInboundOut(part))
+            deliver(part, context: context)
         } else {
             context.fireChannelReadComplete()
         }
+    }
+
+    /// A request part to the exchange: called directly, where a pipeline
+    /// hop cost each part a dynamic cast out of `NIOAny` (issue 33).
+    private func deliver(_ part: AppRequestPart, context: ChannelHandlerContext) {
+        guard let exchange else { return context.fireChannelRead(wrapInboundOut(part)) }
+        exchange.streamReceived(part)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -180,7 +190,20 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
     // MARK: Response
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        switch unwrapOutboundIn(data) {
+        send(unwrapOutboundIn(data), promise: promise, context: context)
+    }
+
+    /// A response part from the exchange, in place of a write through the
+    /// pipeline (the exchange is on the stream's loop); false when the
+    /// adapter has left the pipeline, and the part must go as a write.
+    func send(_ part: HTTPServerResponsePart, promise: EventLoopPromise<Void>?) -> Bool {
+        guard let context else { return false }
+        send(part, promise: promise, context: context)
+        return true
+    }
+
+    private func send(_ part: HTTPServerResponsePart, promise: EventLoopPromise<Void>?, context: ChannelHandlerContext) {
+        switch part {
         case .head(let head):
             held.write(on: context)
             let headers = HTTP2Frame.FramePayload.Headers(headers: HTTP2HeaderBlocks.responseBlock(head))
@@ -219,6 +242,7 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
+        exchange = nil  // it holds this adapter: no cycle once the stream is gone
         stall?.cancel()
         stall = nil
         held.fail(ChannelError.ioOnClosedChannel)

@@ -98,7 +98,17 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let part = unwrapInboundIn(data)
+        received(unwrapInboundIn(data), context: context)
+    }
+
+    /// A request part from an HTTP/2 stream's adapter, which calls this
+    /// directly rather than through the pipeline.
+    func streamReceived(_ part: AppRequestPart) {
+        guard let context else { return }
+        received(part, context: context)
+    }
+
+    private func received(_ part: AppRequestPart, context: ChannelHandlerContext) {
         if case .head(let head) = part { responseWriter?.requestArrived(head.method) }
         execute(machine.received(part, now: .now()), context: context)
     }
@@ -214,12 +224,12 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         case .forwardEnd(let trailers, let upstream):
             upstream.write(.end(trailers))
         case .writeInformational(let head):
-            context.write(wrapOutboundOut(.head(head)), promise: nil)
+            writeClient(.head(head), context: context)
         case .writeResponseHead(let head, let throttles):
             if let throttles { noteUpstreamThrottle(retryAfter: throttles.retryAfter, credential: throttles.credential, host: throttles.host) }
             writeResponseHead(head, context: context)
         case .writeResponseBody(let body):
-            context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+            writeClient(.body(.byteBuffer(body)), context: context)
         case .endResponse(let trailers, let upstream, let reusable, let closeClient, let finished, let next):
             release(upstream, reusable: reusable)
             if closeClient && !(clientProtocol == .h2 && finished != nil) {
@@ -232,7 +242,11 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
                 // stream's channel once both sides have ended). No promise and
                 // no callback to allocate, and no close to carry through the
                 // stream's pipeline (issue 33).
-                context.writeAndFlush(wrapOutboundOut(.end(trailers)), promise: nil)
+                if let streamAdapter, streamAdapter.send(.end(trailers), promise: nil) {
+                    context.flush()
+                } else {
+                    context.writeAndFlush(wrapOutboundOut(.end(trailers)), promise: nil)
+                }
             }
             if let finished {
                 logAccess(finished)
@@ -352,8 +366,16 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         case (.block(let block, let closing), _, let streamAdapter?):
             streamAdapter.writeForwarded(block.forwarded(closing: closing))
         default:
-            context.write(wrapOutboundOut(.head(head.whole)), promise: nil)
+            writeClient(.head(head.whole), context: context)
         }
+    }
+
+    /// A response part to the app: on an HTTP/2 stream to its adapter
+    /// directly (no pipeline hop, no cast out of `NIOAny`), else through the
+    /// pipeline.
+    private func writeClient(_ part: HTTPServerResponsePart, context: ChannelHandlerContext) {
+        if let streamAdapter, streamAdapter.send(part, promise: nil) { return }
+        context.write(wrapOutboundOut(part), promise: nil)
     }
 
     private func writeRefusal(_ error: ProxyError, close: Bool, context: ChannelHandlerContext) {

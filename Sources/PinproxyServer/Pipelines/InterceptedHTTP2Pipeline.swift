@@ -80,6 +80,7 @@ enum InterceptedHTTP2Pipeline {
         try sync.addHandler(adapter)
         try sync.addHandler(exchange)
         exchange.streamAdapter = adapter
+        adapter.exchange = exchange
     }
 
     /// Streams an app may open at once on one connection (SETTINGS_MAX_CONCURRENT_STREAMS).

@@ -7,8 +7,9 @@ import PinproxyTLS
 /// client pipeline after the TLS layer and an `UpstreamHTTP2ConnectionHandler`
 /// (the server's stream limit and GOAWAY, for the pool); each stream an
 /// exchange opens gets an `UpstreamHTTP2StreamAdapter` (request parts to
-/// frame payloads and back, no HTTP/1 codec) and an `UpstreamHTTPHandler`,
-/// so an exchange holds a stream as it would hold an HTTP/1.1 connection.
+/// frame payloads and back, no HTTP/1 codec), which calls the stream's
+/// `UpstreamHTTPHandler` directly, so an exchange holds a stream as it
+/// would hold an HTTP/1.1 connection.
 enum UpstreamHTTP2Pipeline {
     /// Adds the connection's shape at the end of `channel`'s pipeline, with
     /// ALPN settled; returns what opens its streams.
@@ -33,14 +34,14 @@ enum UpstreamHTTP2Pipeline {
         return UpstreamMultiplexer(streams: try http2.syncMultiplexer(), handler: connectionHandler)
     }
 
-    /// One stream's pipeline; returns its handler.
-    static func configureStream(_ stream: any Channel) throws -> UpstreamHTTPHandler {
+    /// One stream's pipeline: the adapter alone, which calls the stream's
+    /// `UpstreamHTTPHandler` itself; returns the adapter.
+    static func configureStream(_ stream: any Channel) throws -> UpstreamHTTP2StreamAdapter {
         // The exchange asks for each part of the response (`read()`), as on HTTP/1.1.
         try stream.syncOptions?.setOption(.autoRead, value: false)
-        let sync = stream.pipeline.syncOperations
-        let handler = UpstreamHTTPHandler(ready: nil, usesTLS: false)  // the connection was ready before the stream
-        try sync.addHandler(UpstreamHTTP2StreamAdapter())
-        try sync.addHandler(handler)
-        return handler
+        // The connection was ready before the stream: no readiness to wait on.
+        let adapter = UpstreamHTTP2StreamAdapter(handler: UpstreamHTTPHandler(ready: nil, usesTLS: false))
+        try stream.pipeline.syncOperations.addHandler(adapter)
+        return adapter
     }
 }

@@ -45,6 +45,9 @@ final class UpstreamConnection: @unchecked Sendable {
     let multiplexer: UpstreamMultiplexer?
     /// A stream: the HTTP/2 connection it belongs to.
     let parent: UpstreamConnection?
+    /// A stream: its only handler, handed the request's parts directly on
+    /// the stream's loop (`write`).
+    private let streamAdapter: UpstreamHTTP2StreamAdapter?
 
     /// False once a response said `Connection: close` or a message was cut short.
     var reusable = true
@@ -52,19 +55,36 @@ final class UpstreamConnection: @unchecked Sendable {
     /// by the exchange handler that used it last (`UpstreamParking`).
     let parking: UpstreamParking?
 
-    init(channel: any Channel, key: UpstreamPool.Key, handler: UpstreamHTTPHandler, pinEvaluation: PinEvaluation?, handshake: TLSHandshakeInfo?,
-         parent: UpstreamConnection? = nil) {
+    /// An HTTP/1.1 connection.
+    init(channel: any Channel, key: UpstreamPool.Key, handler: UpstreamHTTPHandler, pinEvaluation: PinEvaluation?, handshake: TLSHandshakeInfo?) {
         self.channel = channel
         self.key = key
         self.handler = handler
         self.closeReporter = handler
         self.multiplexer = nil
-        self.parent = parent
-        self.parking = parent == nil ? UpstreamParking() : nil
+        self.parent = nil
+        self.streamAdapter = nil
+        self.parking = UpstreamParking()
         self.pinEvaluation = pinEvaluation
         self.handshake = handshake
         self.createdAt = Date()
-        self.remoteAddress = parent?.remoteAddress ?? channel.remoteAddress?.hostPort ?? "?"
+        self.remoteAddress = channel.remoteAddress?.hostPort ?? "?"
+    }
+
+    /// A stream of the HTTP/2 connection `parent`, whose pipeline is `adapter`.
+    init(stream: any Channel, adapter: UpstreamHTTP2StreamAdapter, parent: UpstreamConnection) {
+        self.channel = stream
+        self.key = parent.key
+        self.handler = adapter.handler
+        self.closeReporter = adapter.handler
+        self.multiplexer = nil
+        self.parent = parent
+        self.streamAdapter = adapter
+        self.parking = nil
+        self.pinEvaluation = parent.pinEvaluation
+        self.handshake = parent.handshake
+        self.createdAt = Date()
+        self.remoteAddress = parent.remoteAddress
     }
 
     /// An HTTP/2 connection.
@@ -75,6 +95,7 @@ final class UpstreamConnection: @unchecked Sendable {
         self.closeReporter = multiplexer.handler
         self.multiplexer = multiplexer
         self.parent = nil
+        self.streamAdapter = nil
         self.parking = nil
         self.pinEvaluation = pinEvaluation
         self.handshake = handshake
@@ -143,6 +164,9 @@ final class UpstreamConnection: @unchecked Sendable {
         case .body: break
         case .end: sentEnd = true
         }
+        // On a stream's own loop the part goes to its adapter without a trip
+        // through the pipeline (an exchange on another loop writes through it).
+        if let streamAdapter, channel.eventLoop.inEventLoop, streamAdapter.send(part, promise: promise) { return }
         channel.write(part, promise: promise)
     }
 
@@ -232,7 +256,12 @@ final class UpstreamHTTPHandler: ChannelInboundHandler, RemovableChannelHandler,
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         // Unwrapped once: a part that is not a `ByteBuffer` leaves `NIOAny`
         // through a dynamic cast each time (issue 33: two casts a part).
-        let part = unwrapInboundIn(data)
+        received(unwrapInboundIn(data), context: context)
+    }
+
+    /// A response part: from the pipeline on an HTTP/1.1 connection, and
+    /// straight from the adapter on an HTTP/2 stream (`UpstreamHTTP2StreamAdapter`).
+    func received(_ part: UpstreamResponsePart, context: ChannelHandlerContext) {
         if case .end = part { receivedEnd = true }
         guard let receiver else {
             // A response nobody asked for (an idle pooled connection, or after

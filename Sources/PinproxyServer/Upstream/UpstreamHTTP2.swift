@@ -68,8 +68,8 @@ final class UpstreamHTTP2ConnectionHandler: ChannelInboundHandler, UpstreamClose
 }
 
 /// Opens streams on one upstream HTTP/2 connection, each with an
-/// `UpstreamHTTP2StreamAdapter` and an `UpstreamHTTPHandler`, so an exchange holds a stream as
-/// it would hold an HTTP/1.1 connection.
+/// `UpstreamHTTP2StreamAdapter` calling an `UpstreamHTTPHandler`, so an
+/// exchange holds a stream as it would hold an HTTP/1.1 connection.
 final class UpstreamMultiplexer: @unchecked Sendable {
     let streams: NIOHTTP2Handler.StreamMultiplexer
     let handler: UpstreamHTTP2ConnectionHandler
@@ -109,10 +109,10 @@ final class UpstreamMultiplexer: @unchecked Sendable {
         }
         made.futureResult.assumeIsolated().whenComplete { result in
             opened(result.flatMap { stream in
+                // Found again, not carried out of the initializer: a box to carry it is an allocation.
                 Result {
-                    UpstreamConnection(
-                        channel: stream, key: connection.key, handler: try stream.pipeline.syncOperations.handler(type: UpstreamHTTPHandler.self),
-                        pinEvaluation: connection.pinEvaluation, handshake: connection.handshake, parent: connection)
+                    UpstreamConnection(stream: stream, adapter: try stream.pipeline.syncOperations.handler(type: UpstreamHTTP2StreamAdapter.self),
+                                       parent: connection)
                 }
             })
         }

@@ -15,9 +15,15 @@ import NIOHTTP2
 /// The request's last frame is held until the next part, a flush or the
 /// end, so that END_STREAM rides on it (a bodiless request is one HEADERS
 /// frame) rather than on an empty DATA frame of its own.
+///
+/// It is the stream's only handler: the stream's `UpstreamHTTPHandler` is
+/// called directly, with this handler's context, for every inbound event,
+/// and the exchange's parts come in through `send` when it writes on the
+/// stream's loop. A second handler in the pipeline cost each response part
+/// a pipeline hop and a dynamic cast out of `NIOAny`, and each stream a
+/// context (issue 33, bench/README.md).
 final class UpstreamHTTP2StreamAdapter: ChannelDuplexHandler {
     typealias InboundIn = HTTP2Frame.FramePayload
-    typealias InboundOut = UpstreamResponsePart
     typealias OutboundIn = HTTPClientRequestPart
     typealias OutboundOut = HTTP2Frame.FramePayload
 
@@ -31,11 +37,37 @@ final class UpstreamHTTP2StreamAdapter: ChannelDuplexHandler {
     private var response: Response?
     /// The request's last frame, not yet written.
     private var pending = HeldFrame()
+    /// The stream's top, which hands the response to the exchange.
+    let handler: UpstreamHTTPHandler
+    /// For `send`; nil before the adapter joins its pipeline and once it left.
+    private var context: ChannelHandlerContext?
+
+    init(handler: UpstreamHTTPHandler) {
+        self.handler = handler
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        handler.handlerAdded(context: context)
+    }
 
     // MARK: Request
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        switch unwrapOutboundIn(data) {
+        send(unwrapOutboundIn(data), promise: promise, context: context)
+    }
+
+    /// A request part from the exchange, called on the stream's event loop
+    /// in place of a write through the pipeline; false when the adapter is
+    /// not (or no longer) in a pipeline, and the part must go as a write.
+    func send(_ part: HTTPClientRequestPart, promise: EventLoopPromise<Void>?) -> Bool {
+        guard let context else { return false }
+        send(part, promise: promise, context: context)
+        return true
+    }
+
+    private func send(_ part: HTTPClientRequestPart, promise: EventLoopPromise<Void>?, context: ChannelHandlerContext) {
+        switch part {
         case .head(let head):
             let block: HPACKHeaders
             do {
@@ -68,11 +100,35 @@ final class UpstreamHTTP2StreamAdapter: ChannelDuplexHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         pending.fail(error)
-        context.fireErrorCaught(error)
+        handler.errorCaught(context: context, error: error)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
         pending.fail(ChannelError.ioOnClosedChannel)
+        handler.handlerRemoved(context: context)
+    }
+
+    // MARK: The stream's events, to its handler
+
+    func channelActive(context: ChannelHandlerContext) {
+        handler.channelActive(context: context)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        handler.channelInactive(context: context)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        handler.channelReadComplete(context: context)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        handler.channelWritabilityChanged(context: context)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        handler.userInboundEventTriggered(context: context, event: event)
     }
 
     // MARK: Response
@@ -83,8 +139,8 @@ final class UpstreamHTTP2StreamAdapter: ChannelDuplexHandler {
             receivedHeaders(headers, context: context)
         case .data(let data):
             guard case .byteBuffer(let bytes) = data.data else { return }
-            if bytes.readableBytes > 0 || !data.endStream { context.fireChannelRead(wrapInboundOut(.body(bytes))) }
-            if data.endStream { context.fireChannelRead(wrapInboundOut(.end(nil))) }
+            if bytes.readableBytes > 0 || !data.endStream { handler.received(.body(bytes), context: context) }
+            if data.endStream { handler.received(.end(nil), context: context) }
         default:
             break
         }
@@ -96,16 +152,16 @@ final class UpstreamHTTP2StreamAdapter: ChannelDuplexHandler {
             do {
                 let head = try HTTP2ResponseBlock(headers.headers, request: method, endStream: headers.endStream)
                 if head.status >= 200 { response = .receiving }
-                context.fireChannelRead(wrapInboundOut(.head(.block(head))))
-                if headers.endStream { context.fireChannelRead(wrapInboundOut(.end(nil))) }
+                handler.received(.head(.block(head)), context: context)
+                if headers.endStream { handler.received(.end(nil), context: context) }
             } catch {
-                context.fireErrorCaught(error)
+                errorCaught(context: context, error: error)
             }
         case .receiving:
-            context.fireChannelRead(wrapInboundOut(.end(HTTP2HeaderBlocks.fields(headers.headers))))
+            handler.received(.end(HTTP2HeaderBlocks.fields(headers.headers)), context: context)
         case nil:
             // Push is off: a server's HEADERS before the request went is a protocol error.
-            context.fireErrorCaught(HTTP2HeaderBlocks.Malformed.missingPseudoHeader(":status"))
+            errorCaught(context: context, error: HTTP2HeaderBlocks.Malformed.missingPseudoHeader(":status"))
         }
     }
 }
