@@ -60,6 +60,7 @@ var (
 	resume      = flag.Bool("resume", true, "newconn: resume TLS sessions across connections")
 	idleConns   = flag.Int("n", 1000, "idle: connections to open and hold")
 	hold        = flag.Duration("hold", 10*time.Second, "idle: how long to hold them (upper bound; stdin EOF ends it sooner)")
+	rate        = flag.Float64("rate", 0, "requests per second, all workers together, started on a fixed schedule; 0 = back to back")
 )
 
 type counters struct {
@@ -198,6 +199,11 @@ func fetch(c *counters, client *http.Client, ctx context.Context) error {
 
 // runLoad: -c workers, each issuing requests back to back until the deadline
 // or the request budget is spent. Latencies are kept per worker and merged.
+// With -rate, request n starts no earlier than n/rate seconds after the
+// start (whichever worker is free takes it): the offered load is the same
+// for every path, so a path's CPU per request is compared at one rate, not
+// at the rate each path reaches on its own. A path that cannot keep up
+// falls behind the schedule (its req/s says so).
 func runLoad(c *counters, transport *http.Transport) result {
 	client := &http.Client{Transport: transport, Timeout: 30 * time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), *duration)
@@ -205,6 +211,7 @@ func runLoad(c *counters, transport *http.Transport) result {
 	deadline, _ := ctx.Deadline()
 	var budget atomic.Int64
 	budget.Store(*maxRequests)
+	var scheduled atomic.Int64
 	latencies := make([][]time.Duration, *concurrency)
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -213,6 +220,13 @@ func runLoad(c *counters, transport *http.Transport) result {
 		go func(w int) {
 			defer wg.Done()
 			for time.Now().Before(deadline) && budget.Add(-1) >= 0 {
+				if *rate > 0 {
+					slot := start.Add(time.Duration(float64(scheduled.Add(1)-1) / *rate * float64(time.Second)))
+					if !slot.Before(deadline) {
+						return
+					}
+					time.Sleep(time.Until(slot))
+				}
 				t0 := time.Now()
 				err := fetch(c, client, ctx)
 				// Cut off by the deadline: neither a success nor a failure. The
