@@ -66,18 +66,23 @@ struct PipelineBuilderTests {
                 "the reporter left with the handshake")
     }
 
+    /// An app stream of a session intercepting `intercept.test`, built as
+    /// `InterceptedHTTP2Pipeline` builds each (an h2 stream has no head timer).
+    static func interceptedStream(_ stream: EmbeddedChannel, proxy: EmbeddedProxy) throws {
+        let limits = proxy.services.store.snapshot.config.limits
+        let policy = try #require(proxy.services.store.snapshot.policy(forHost: "intercept.test"))
+        try InterceptedHTTP2Pipeline.configureStream(
+            stream.pipeline.syncOperations, idleTimeout: .seconds(5),
+            exchange: HTTPExchangeHandler(services: proxy.services, interception: .init(host: "intercept.test", port: 443, policy: policy),
+                                          clientAddress: "127.0.0.1:1", headTimer: nil, limits: limits, clientProtocol: .h2))
+    }
+
     /// No HTTP/1 codec on a stream: one adapter from frame payloads to the exchange's parts.
     @Test func anInterceptedStreamIsTheFrameAdapterThenItsExchange() throws {
         let proxy = try EmbeddedProxy()
         let stream = EmbeddedChannel()
         defer { _ = try? stream.finish(acceptAlreadyClosed: true) }
-        let limits = proxy.services.store.snapshot.config.limits
-        let policy = try #require(proxy.services.store.snapshot.policy(forHost: "intercept.test"))
-        let timer = RequestHeadTimer(headerTimeout: .seconds(5), idleTimeout: .seconds(5), maxHeadBytes: 4096)
-        try InterceptedHTTP2Pipeline.configureStream(
-            stream.pipeline.syncOperations, idleTimeout: .seconds(5),
-            exchange: HTTPExchangeHandler(services: proxy.services, interception: .init(host: "intercept.test", port: 443, policy: policy),
-                                          clientAddress: "127.0.0.1:1", headTimer: timer, limits: limits, clientProtocol: .h2))
+        try Self.interceptedStream(stream, proxy: proxy)
         #expect(PipelineShapes.handlers(stream.pipeline)
                 == ["HTTP2StreamAdapter", "HTTPExchangeHandler"])
     }
@@ -89,12 +94,7 @@ struct PipelineBuilderTests {
         let proxy = try EmbeddedProxy()
         let stream = EmbeddedChannel()
         defer { _ = try? stream.finish(acceptAlreadyClosed: true) }
-        let limits = proxy.services.store.snapshot.config.limits
-        let policy = try #require(proxy.services.store.snapshot.policy(forHost: "intercept.test"))
-        try InterceptedHTTP2Pipeline.configureStream(
-            stream.pipeline.syncOperations, idleTimeout: .seconds(5),
-            exchange: HTTPExchangeHandler(services: proxy.services, interception: .init(host: "intercept.test", port: 443, policy: policy),
-                                          clientAddress: "127.0.0.1:1", headTimer: nil, limits: limits, clientProtocol: .h2))
+        try Self.interceptedStream(stream, proxy: proxy)
         let between = ReadCounter()
         let adapter = try stream.pipeline.syncOperations.handler(type: HTTP2StreamAdapter.self)
         try stream.pipeline.syncOperations.addHandler(between, position: .after(adapter))
