@@ -242,11 +242,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
                 // stream's channel once both sides have ended). No promise and
                 // no callback to allocate, and no close to carry through the
                 // stream's pipeline (issue 33).
-                if let streamAdapter, streamAdapter.send(.end(trailers), promise: nil) {
-                    context.flush()
-                } else {
-                    context.writeAndFlush(wrapOutboundOut(.end(trailers)), promise: nil)
-                }
+                writeClient(.end(trailers), flush: true, context: context)
             }
             if let finished {
                 logAccess(finished)
@@ -370,12 +366,17 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         }
     }
 
-    /// A response part to the app: on an HTTP/2 stream to its adapter
-    /// directly (no pipeline hop, no cast out of `NIOAny`), else through the
-    /// pipeline.
-    private func writeClient(_ part: HTTPServerResponsePart, context: ChannelHandlerContext) {
-        if let streamAdapter, streamAdapter.send(part, promise: nil) { return }
-        context.write(wrapOutboundOut(part), promise: nil)
+    /// A response part to the app, flushed with `flush`: on an HTTP/2
+    /// stream to its adapter directly (no pipeline hop, no cast out of
+    /// `NIOAny`), else through the pipeline.
+    private func writeClient(_ part: HTTPServerResponsePart, flush: Bool = false, context: ChannelHandlerContext) {
+        if let streamAdapter, streamAdapter.send(part, promise: nil) {
+            if flush { context.flush() }
+        } else if flush {
+            context.writeAndFlush(wrapOutboundOut(part), promise: nil)
+        } else {
+            context.write(wrapOutboundOut(part), promise: nil)
+        }
     }
 
     private func writeRefusal(_ error: ProxyError, close: Bool, context: ChannelHandlerContext) {
