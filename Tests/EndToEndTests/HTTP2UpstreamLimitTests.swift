@@ -58,4 +58,52 @@ struct HTTP2UpstreamLimitTests {
         let gauge = try streams().split(separator: "\n").filter { $0.hasPrefix("pinproxy_upstream_streams") }
         #expect(closed, "\(gauge)")
     }
+
+    /// A session keeps the room of its ended stream for its next request
+    /// (docs/contract.md §6); at `max_upstream_connections: 1` towards a
+    /// server that allows one stream, another app's request takes that room
+    /// rather than wait out `queue_timeout` (1 s) for a 503, and the first
+    /// app's next request gets a stream again. Python's `http.client` is
+    /// each app (HTTP/1.1 in its session; the upstream leg is h2).
+    @Test func roomASessionKeepsIsTakenByAnotherAppAtTheLimit() async throws {
+        let dir = try TemporaryDirectory("pinproxy-h2-room")
+        let pki = try TestPKI.make(in: dir, names: ["room.test"])
+        let nginx = try NginxServer(in: dir, chain: pki.chainFile, key: pki.leafKey, http: "  http2_max_concurrent_streams 1;", server: """
+                location / { return 200 "room\\n"; }
+            """)
+        let proxy = try ProxyHarness(policies: """
+            hosts:
+              - match: room.test
+                upstream: 127.0.0.1:\(nginx.port)
+                tls: { ca_file: \(pki.rootCertificate) }
+                probe_interval: 0
+                max_upstream_connections: 1
+                queue_timeout: 1s
+            """, mainConfig: "network:\n  allow: [127.0.0.0/8]\n", directory: dir)
+        let script = """
+            import http.client, ssl, sys
+            context = ssl.create_default_context(cafile=sys.argv[2])
+            def connection():
+                c = http.client.HTTPSConnection("127.0.0.1", int(sys.argv[1]), context=context, timeout=30)
+                c.set_tunnel("room.test", 443)
+                return c
+            def get(c, path):
+                c.request("GET", path)
+                r = c.getresponse()
+                r.read()
+                return "%d %s" % (r.status, r.getheader("X-Pinproxy-Error", "-"))
+            first, second = connection(), connection()
+            print(get(first, "/room-1"))
+            print(get(second, "/room-2"))
+            print(get(first, "/room-3"))
+            """
+        let app = try ChildProcess("python3", ["-c", script, String(proxy.port), proxy.caFile], directory: dir, name: "room-apps")
+        #expect(app.waitForExit(timeout: 60) == 0, "\(app.outputText)")
+        #expect(app.outputText.split(separator: "\n").filter { $0.hasPrefix("200") || $0.hasPrefix("503") }
+                == ["200 -", "200 -", "200 -"], "\(app.outputText)")
+        // One h2 connection carried all three, one stream after another.
+        let lines = nginx.accessLog.filter { $0.contains("/room-") }
+        #expect(lines.count == 3 && lines.allSatisfy { $0.contains("HTTP/2.0") }, "\(lines)")
+        #expect(Set(lines.map { $0.split(separator: " ")[0] }).count == 1, "\(lines)")
+    }
 }

@@ -18,6 +18,10 @@ enum SessionInstaller {
         // One binding for the session, whichever HTTP version the app picks:
         // the CONNECT's identity holds for every request and every h2 stream.
         let interception = RequestRouter.Interception(host: host, port: port, policy: policy, identity: identity, transparent: transparent)
+        // The room the session's upstream streams kept goes back with it.
+        context.channel.closeFuture.whenComplete { [room = interception.streamRoom, pool = services.pool] _ in
+            room.giveBack(to: pool)
+        }
         let reporter = ClientHandshakeReporter(services: services, clientAddress: clientAddress, connectHost: host)
         let reporterOnLoop = NIOLoopBound(reporter, eventLoop: context.eventLoop)
         // The CONNECT host names the leaf; a different SNI is only logged. The

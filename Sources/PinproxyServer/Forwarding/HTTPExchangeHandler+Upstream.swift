@@ -1,13 +1,20 @@
 import NIOCore
 
 /// The exchange's upstream connection: the one this app connection parked
-/// after its last request, taken back when it is still free, else the
-/// pool's (`UpstreamCheckout`); given back, or parked, when the exchange is
-/// done with it (`UpstreamParking`).
+/// after its last request, taken back when it is still free, or a stream on
+/// the HTTP/2 connection where its session keeps room, else the pool's
+/// (`UpstreamCheckout`); given back, parked or its room kept when the
+/// exchange is done with it (`UpstreamParking`, `SessionStreamRoom`).
 extension HTTPExchangeHandler {
     func release(_ upstream: UpstreamConnection, reusable: Bool) {
         upstream.receiver = nil
         if !reusable { upstream.reusable = false }
+        // A stream's room is kept for the session's next request
+        // (`SessionStreamRoom`), if nobody is waiting for one.
+        if upstream.parent != nil, reusable, let interception {
+            interception.streamRoom.keep(upstream, pool: services.pool)
+            return
+        }
         // Kept for this connection's next request, if nobody is waiting for
         // one (`UpstreamParking`); else, or when it cannot be kept, released.
         // An HTTP/2 stream has no next request.
@@ -50,6 +57,10 @@ extension HTTPExchangeHandler {
                 return acquired(.success((connection, true)), plan: plan, context: context)
             }
             services.pool.release(connection, idleSince: parkedAt)
+        }
+        // A session's next stream, on room it kept on an HTTP/2 connection: without the pool.
+        if let connection = interception?.streamRoom.take(for: plan.poolKey, pool: services.pool) {
+            return services.upstreams.openStream(on: connection, policy: plan.policy) { self.acquired($0, plan: plan, context: context) }
         }
         switch services.upstreams.checkoutNow(plan, on: context.eventLoop) {
         case .pooled(let connection):

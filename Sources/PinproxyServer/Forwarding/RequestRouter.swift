@@ -60,6 +60,9 @@ enum RequestRouter {
         /// What this session's requests proved already (one per session,
         /// shared by its HTTP/2 streams).
         var routes = SessionRouteCache()
+        /// The room its ended HTTP/2 upstream streams keep for its next
+        /// requests (one per session, shared by its HTTP/2 streams).
+        var streamRoom = SessionStreamRoom()
     }
 
     /// `client` is what the request's credential established (absolute-form

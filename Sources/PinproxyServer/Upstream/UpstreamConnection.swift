@@ -54,6 +54,9 @@ final class UpstreamConnection: @unchecked Sendable {
     /// An HTTP/1.1 connection (not a stream, nor an HTTP/2 connection): kept
     /// by the exchange handler that used it last (`UpstreamParking`).
     let parking: UpstreamParking?
+    /// An HTTP/2 connection: the room of streams that ended, kept by the
+    /// session that used it (`UpstreamStreamRoom`).
+    let streamRoom: UpstreamStreamRoom?
 
     /// An HTTP/1.1 connection.
     init(channel: any Channel, key: UpstreamPool.Key, handler: UpstreamHTTPHandler, pinEvaluation: PinEvaluation?, handshake: TLSHandshakeInfo?) {
@@ -65,6 +68,7 @@ final class UpstreamConnection: @unchecked Sendable {
         self.parent = nil
         self.streamAdapter = nil
         self.parking = UpstreamParking()
+        self.streamRoom = nil
         self.pinEvaluation = pinEvaluation
         self.handshake = handshake
         self.createdAt = Date()
@@ -81,6 +85,7 @@ final class UpstreamConnection: @unchecked Sendable {
         self.parent = parent
         self.streamAdapter = adapter
         self.parking = nil
+        self.streamRoom = nil
         self.pinEvaluation = parent.pinEvaluation
         self.handshake = parent.handshake
         self.createdAt = Date()
@@ -97,6 +102,7 @@ final class UpstreamConnection: @unchecked Sendable {
         self.parent = nil
         self.streamAdapter = nil
         self.parking = nil
+        self.streamRoom = UpstreamStreamRoom()
         self.pinEvaluation = pinEvaluation
         self.handshake = handshake
         self.createdAt = Date()

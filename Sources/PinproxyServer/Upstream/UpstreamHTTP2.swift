@@ -21,7 +21,8 @@ final class UpstreamHTTP2ConnectionHandler: ChannelInboundHandler, UpstreamClose
     var onCapacity: ((Int) -> Void)?
     /// Until the server's SETTINGS say otherwise (RFC 9113 §6.5.2 advises at least 100).
     private(set) var maxStreams = 100
-    private var goingAway = false
+    /// GOAWAY arrived: streams in flight finish, no new one starts.
+    private(set) var goingAway = false
 
     init(ready: EventLoopPromise<TLSHandshakeInfo?>) {
         self.ready = ready

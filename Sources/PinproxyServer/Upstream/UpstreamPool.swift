@@ -163,8 +163,12 @@ final class UpstreamPool: @unchecked Sendable {
         }
     }
 
-    /// An HTTP/2 connection's stream limit changed (SETTINGS), or it said GOAWAY (0).
+    /// An HTTP/2 connection's stream limit changed (SETTINGS), or it said
+    /// GOAWAY (0). The room sessions keep on it comes back first: kept under
+    /// the old limit, it could overrun the new one (and after GOAWAY no
+    /// stream may start on it).
     func streamCapacityChanged(_ connection: UpstreamConnection, to capacity: Int) {
+        if let kept = connection.streamRoom?.takeAll(), kept > 0 { streamEnded(on: connection, count: kept) }
         event(connection.key) { $0.streamCapacityChanged(connection.key, connection: connection, to: capacity) }
     }
 
@@ -192,10 +196,37 @@ final class UpstreamPool: @unchecked Sendable {
         return false
     }
 
-    /// Takes a parked connection for another request (`Machine.acquire`,
-    /// `retire`, `closeIdle`).
+    /// A request is done with its HTTP/2 `stream`, and the session that
+    /// made it keeps the stream's room on its connection for its next
+    /// request (`UpstreamStreamRoom`): true. Unless a request is looking
+    /// for a connection, or the room cannot be kept (the stream did not end
+    /// both ways, the connection is on another loop, closed or going away):
+    /// then the stream is released here as `release` does, and the answer
+    /// is false. Called on the stream's loop.
+    func keepStreamRoom(_ stream: UpstreamConnection) -> Bool {
+        guard let connection = stream.parent, let room = connection.streamRoom, stream.isComplete,
+              connection.channel.eventLoop.inEventLoop, connection.isActive,
+              connection.multiplexer?.handler.goingAway == false else {
+            release(stream)
+            return false
+        }
+        stream.receiver = nil
+        room.keep()
+        guard demand.withLockedValue({ $0 }) > 0 else { return true }
+        // Taken back to end; if the pool took it first, it is that request's.
+        if room.take() { streamEnded(on: connection) }
+        return false
+    }
+
+    /// Takes a parked connection, or one room kept on an HTTP/2 connection,
+    /// for another request (`Machine.acquire`, `retire`, `closeIdle`).
     private static func reclaim(_ connection: UpstreamConnection) -> Bool {
-        connection.parking?.take() ?? false
+        connection.parking?.take() ?? connection.streamRoom?.take() ?? false
+    }
+
+    /// Takes all the room kept on an HTTP/2 connection (`retire`, `closeIdle`).
+    private static func reclaimRoom(_ connection: UpstreamConnection) -> Int {
+        connection.streamRoom?.takeAll() ?? 0
     }
 
     /// A request is done with `connection`; kept if it can serve another.
@@ -223,9 +254,10 @@ final class UpstreamPool: @unchecked Sendable {
         event(connection.key) { $0.release(connection.key, connection: connection, reusable: reusable, now: now) }
     }
 
-    /// A stream of this HTTP/2 connection is over (or could not be opened): its room returns.
-    func streamEnded(on connection: UpstreamConnection, now: NIODeadline = .now()) {
-        event(connection.key) { $0.streamEnded(connection.key, connection: connection, now: now) }
+    /// A stream of this HTTP/2 connection is over (or could not be opened),
+    /// or `count` rooms a session kept come back: their room returns.
+    func streamEnded(on connection: UpstreamConnection, count: Int = 1, now: NIODeadline = .now()) {
+        event(connection.key) { $0.streamEnded(connection.key, connection: connection, ended: count, now: now) }
     }
 
     /// The connection's channel closed (the server hung up, or it failed).
@@ -236,14 +268,16 @@ final class UpstreamPool: @unchecked Sendable {
     // MARK: Reload and shutdown
 
     /// After a policy reload: connections opened under a policy that changed are
-    /// retired (idle and parked ones now, busy ones when their request ends).
+    /// retired (idle and parked ones now, and HTTP/2 ones whose streams are all
+    /// room sessions kept; busy ones when their request ends).
     func retire(keeping digests: Set<String>) {
-        event(nil) { $0.retire(keeping: digests, reclaim: Self.reclaim) }
+        event(nil) { $0.retire(keeping: digests, reclaim: Self.reclaim, reclaimRoom: Self.reclaimRoom) }
     }
 
-    /// Closes every idle connection, and every parked one (shutdown).
+    /// Closes every idle connection, every parked one, and every HTTP/2
+    /// connection that only sessions' kept room holds (shutdown).
     func closeIdle() {
-        event(nil) { $0.closeIdle(reclaim: Self.reclaim) }
+        event(nil) { $0.closeIdle(reclaim: Self.reclaim, reclaimRoom: Self.reclaimRoom) }
     }
 
     // MARK: The executor

@@ -61,9 +61,11 @@ extension UpstreamPoolStateMachine {
         return action
     }
 
-    /// An HTTP/2 stream ended: its room goes to a waiter on the connection's
-    /// loop, else the connection idles (or closes, after GOAWAY or a reload).
-    mutating func streamEnded(_ key: Key, connection: Connection, now: NIODeadline) -> Action {
+    /// An HTTP/2 stream ended (`ended` of them: a session gave back the
+    /// room it kept, `UpstreamStreamRoom`): its room goes to a waiter on the
+    /// connection's loop, else the connection idles (or closes, after GOAWAY
+    /// or a reload).
+    mutating func streamEnded(_ key: Key, connection: Connection, ended: Int = 1, now: NIODeadline) -> Action {
         // The entry is found once and changed where it lies: each lookup
         // hashes the key, and a copy of the entry taken out and put back
         // copies it twice (issue 33: a microsecond per HTTP/2 stream).
@@ -72,12 +74,12 @@ extension UpstreamPoolStateMachine {
             return .none  // already gone (closed, retired)
         }
         let member = entries.values[slot].members[index]
-        guard case .streaming(let count) = member.state else {
-            preconditionFailure("a stream ended on an upstream connection in state \(member.state)")
+        guard case .streaming(let count) = member.state, count >= ended else {
+            preconditionFailure("\(ended) stream(s) ended on an upstream connection in state \(member.state)")
         }
-        entries.values[slot].members[index].state = count > 1 ? .streaming(count - 1) : .idle(since: now)
+        entries.values[slot].members[index].state = count > ended ? .streaming(count - ended) : .idle(since: now)
         let current = currentDigests?.contains(key.digest) ?? true
-        if count == 1, !current || member.capacity == 0 {
+        if count == ended, !current || member.capacity == 0 {
             // Retired by a reload, or the server sent GOAWAY: it goes once empty.
             entries.values[slot].members.remove(at: index)
             return Action(handOvers: passSlot(key).map { [$0] } ?? [], close: [connection])
@@ -142,19 +144,23 @@ extension UpstreamPoolStateMachine {
 
     /// After a policy reload: idle connections opened under a policy that
     /// changed go now; leased ones when their request ends.
-    /// Parked connections (`reclaim`, see `acquire`) go with the idle ones.
-    mutating func retire(keeping digests: Set<String>, reclaim: (Connection) -> Bool = { _ in false }) -> Action {
+    /// Parked connections (`reclaim`, see `acquire`) go with the idle ones,
+    /// and so does the room sessions keep on HTTP/2 connections
+    /// (`reclaimRoom`: takes it all, and says how many streams it was).
+    mutating func retire(keeping digests: Set<String>, reclaim: (Connection) -> Bool = { _ in false },
+                         reclaimRoom: (Connection) -> Int = { _ in 0 }) -> Action {
         currentDigests = digests
         var action = Action()
         for key in entries.keys where !digests.contains(key.digest) {
-            action.close += takeIdle(key, reclaim: reclaim)
+            action.close += takeIdle(key, reclaim: reclaim, reclaimRoom: reclaimRoom)
         }
         return action
     }
 
-    /// Every idle connection, and every parked one, taken out (shutdown).
-    mutating func closeIdle(reclaim: (Connection) -> Bool = { _ in false }) -> Action {
-        Action(close: entries.keys.flatMap { takeIdle($0, reclaim: reclaim) })
+    /// Every idle connection, and every parked one, taken out (shutdown);
+    /// an HTTP/2 connection whose open streams were all kept room, too.
+    mutating func closeIdle(reclaim: (Connection) -> Bool = { _ in false }, reclaimRoom: (Connection) -> Int = { _ in 0 }) -> Action {
+        Action(close: entries.keys.flatMap { takeIdle($0, reclaim: reclaim, reclaimRoom: reclaimRoom) })
     }
 
     // MARK: Hand-overs
@@ -229,20 +235,32 @@ extension UpstreamPoolStateMachine {
         if let entry = entries[key], entry.open == 0, entry.waiters.isEmpty, entry.backoff.timer == nil { entries[key] = nil }
     }
 
-    /// The key's idle connections and those `reclaim` takes from their
-    /// parking, taken out.
-    private mutating func takeIdle(_ key: Key, reclaim: (Connection) -> Bool) -> [Connection] {
+    /// The key's idle connections, those `reclaim` takes from their
+    /// parking, and HTTP/2 connections whose streams were all room kept
+    /// (`reclaimRoom` takes it back; one with streams left keeps the rest),
+    /// taken out.
+    private mutating func takeIdle(_ key: Key, reclaim: (Connection) -> Bool, reclaimRoom: (Connection) -> Int) -> [Connection] {
         guard var entry = entries[key] else { return [] }
         var taken: [Connection] = []
-        entry.members.removeAll { member in
+        var index = 0
+        while index < entry.members.count {
+            let member = entry.members[index]
             let free: Bool
             switch member.state {
-            case .idle: free = true
-            case .leased: free = member.capacity == nil && reclaim(member.connection)
-            case .streaming: free = false
+            case .idle:
+                free = true
+            case .leased:
+                free = member.capacity == nil && reclaim(member.connection)
+            case .streaming(let count):
+                let kept = reclaimRoom(member.connection)
+                free = kept >= count
+                if !free { entry.members[index].state = .streaming(count - kept) }
             }
-            if free { taken.append(member.connection) }
-            return free
+            if free {
+                taken.append(entry.members.remove(at: index).connection)
+            } else {
+                index += 1
+            }
         }
         entries[key] = entry
         return taken

@@ -171,7 +171,9 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
     /// than dialling one connection each (a burst would open a connection per
     /// request: "the first dial may be h2").
     /// `reclaim`: takes a leased HTTP/1.1 connection from the exchange
-    /// handler that parked it (`UpstreamParking`); false when it is in use.
+    /// handler that parked it (`UpstreamParking`), or one room of an HTTP/2
+    /// connection from the session that keeps it (`UpstreamStreamRoom`);
+    /// false when it is in use.
     mutating func acquire(_ key: Key, limit: Int, loop: LoopID, now: NIODeadline, queueTimeout: TimeAmount,
                           mayMultiplex: Bool = false,
                           isAlive: (Connection) -> Bool, reclaim: (Connection) -> Bool = { _ in false }) -> Action {
@@ -217,6 +219,13 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
             entry.members[index].state = .leased
             return .lease(member.connection)
         }
+        // A connection of this loop full only of room a session keeps
+        // (`UpstreamStreamRoom`): a kept room taken from it, and its count
+        // stays (the room is this request's now), rather than a dial or a
+        // wait while the server would take the stream.
+        if let index = takeKeptRoom(entry, on: loop, reclaim: reclaim), isAlive(entry.members[index].connection) {
+            return .stream(entry.members[index].connection)
+        }
         // A connection parked on this loop by the exchange that used it last:
         // taken from it, as an idle one is lent (it stays leased, now to this
         // request), rather than a dial for a connection that is free.
@@ -233,6 +242,10 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
         // At the limit (or in backoff), an HTTP/2 connection on another loop with room: a stream there.
         if let index = entry.members.firstIndex(where: { $0.hasRoomForStream }), isAlive(entry.members[index].connection) {
             entry.members[index].state = .streaming(entry.members[index].streams + 1)
+            return .stream(entry.members[index].connection)
+        }
+        // The same with room kept on another loop's connection.
+        if let index = takeKeptRoom(entry, on: nil, reclaim: reclaim), isAlive(entry.members[index].connection) {
             return .stream(entry.members[index].connection)
         }
         // At the limit with idle connections only on other loops: retire one, take its slot.
@@ -270,6 +283,15 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
             return index
         }
         return nil
+    }
+
+    /// The index of the first HTTP/2 connection (on `loop`; on any loop when
+    /// nil) from which `reclaim` takes one room a session keeps. A room kept
+    /// is counted as a stream, so only a connection with streams has one.
+    private func takeKeptRoom(_ entry: Entry, on loop: LoopID?, reclaim: (Connection) -> Bool) -> Int? {
+        entry.members.firstIndex { member in
+            member.capacity != nil && member.streams > 0 && (loop == nil || member.loop == loop) && reclaim(member.connection)
+        }
     }
 
     private mutating func enqueue(_ entry: inout Entry, loop: LoopID, queueTimeout: TimeAmount) -> Acquisition {
