@@ -1,4 +1,3 @@
-import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -30,7 +29,6 @@ protocol UpstreamResponseReceiver: AnyObject {
 final class UpstreamConnection: @unchecked Sendable {
     let channel: any Channel
     let key: UpstreamPool.Key
-    let createdAt: Date
     /// The pin verdict of this connection's handshake (nil without TLS).
     let pinEvaluation: PinEvaluation?
     let handshake: TLSHandshakeInfo?
@@ -71,7 +69,6 @@ final class UpstreamConnection: @unchecked Sendable {
         self.streamRoom = nil
         self.pinEvaluation = pinEvaluation
         self.handshake = handshake
-        self.createdAt = Date()
         self.remoteAddress = channel.remoteAddress?.hostPort ?? "?"
     }
 
@@ -88,7 +85,6 @@ final class UpstreamConnection: @unchecked Sendable {
         self.streamRoom = nil
         self.pinEvaluation = parent.pinEvaluation
         self.handshake = parent.handshake
-        self.createdAt = Date()
         self.remoteAddress = parent.remoteAddress
     }
 
@@ -105,7 +101,6 @@ final class UpstreamConnection: @unchecked Sendable {
         self.streamRoom = UpstreamStreamRoom()
         self.pinEvaluation = pinEvaluation
         self.handshake = handshake
-        self.createdAt = Date()
         self.remoteAddress = channel.remoteAddress?.hostPort ?? "?"
     }
 
