@@ -10,25 +10,34 @@ import Testing
 /// upstream; curl is the app.
 @Suite("HTTP/2 upstream at its connection limit", .blockingWaits, .serialized)
 struct HTTP2UpstreamLimitTests {
-    @Test func aBusyH2ConnectionCarriesRequestsFromEveryLoop() async throws {
-        let dir = try TemporaryDirectory("pinproxy-h2-limit")
-        let pki = try TestPKI.make(in: dir, names: ["limit.test"])
-        try FileManager.default.createDirectory(atPath: dir.file("www"), withIntermediateDirectories: true)
-        // 8 MiB at 256 KiB/s: the download holds its stream for about 30 s (cut at 20 s).
-        try dir.write("www/big", String(repeating: "x", count: 8 << 20))
-        let nginx = try NginxServer(in: dir, chain: pki.chainFile, key: pki.leafKey, http: "  http2_max_concurrent_streams 8;", server: """
-                location /big { root \(dir.file("www")); limit_rate 256k; }
-                location / { return 200 "fast\\n"; }
-            """)
+    /// nginx over HTTP/2 allowing `streams` at once and serving `locations`,
+    /// as `host`'s upstream behind pinproxy with `max_upstream_connections: 1`.
+    static func oneConnection(to host: String, streams: Int, queueTimeout: String, in dir: TemporaryDirectory,
+                              serving locations: String) throws -> (NginxServer, ProxyHarness) {
+        let pki = try TestPKI.make(in: dir, names: [host])
+        let nginx = try NginxServer(in: dir, chain: pki.chainFile, key: pki.leafKey, http: "  http2_max_concurrent_streams \(streams);",
+                                    server: locations)
         let proxy = try ProxyHarness(policies: """
             hosts:
-              - match: limit.test
+              - match: \(host)
                 upstream: 127.0.0.1:\(nginx.port)
                 tls: { ca_file: \(pki.rootCertificate) }
                 probe_interval: 0
                 max_upstream_connections: 1
-                queue_timeout: 2s
+                queue_timeout: \(queueTimeout)
             """, mainConfig: "network:\n  allow: [127.0.0.0/8]\n", directory: dir)
+        return (nginx, proxy)
+    }
+
+    @Test func aBusyH2ConnectionCarriesRequestsFromEveryLoop() async throws {
+        let dir = try TemporaryDirectory("pinproxy-h2-limit")
+        try FileManager.default.createDirectory(atPath: dir.file("www"), withIntermediateDirectories: true)
+        // 8 MiB at 256 KiB/s: the download holds its stream for about 30 s (cut at 20 s).
+        try dir.write("www/big", String(repeating: "x", count: 8 << 20))
+        let (nginx, proxy) = try Self.oneConnection(to: "limit.test", streams: 8, queueTimeout: "2s", in: dir, serving: """
+                location /big { root \(dir.file("www")); limit_rate 256k; }
+                location / { return 200 "fast\\n"; }
+            """)
         let admin = try proxy.adminPort
 
         let slow = try ChildProcess("curl", ["-sS", "-o", "/dev/null", "--max-time", "20", "--cacert", proxy.caFile,
@@ -67,40 +76,13 @@ struct HTTP2UpstreamLimitTests {
     /// each app (HTTP/1.1 in its session; the upstream leg is h2).
     @Test func roomASessionKeepsIsTakenByAnotherAppAtTheLimit() async throws {
         let dir = try TemporaryDirectory("pinproxy-h2-room")
-        let pki = try TestPKI.make(in: dir, names: ["room.test"])
-        let nginx = try NginxServer(in: dir, chain: pki.chainFile, key: pki.leafKey, http: "  http2_max_concurrent_streams 1;", server: """
+        let (nginx, proxy) = try Self.oneConnection(to: "room.test", streams: 1, queueTimeout: "1s", in: dir, serving: """
                 location / { return 200 "room\\n"; }
             """)
-        let proxy = try ProxyHarness(policies: """
-            hosts:
-              - match: room.test
-                upstream: 127.0.0.1:\(nginx.port)
-                tls: { ca_file: \(pki.rootCertificate) }
-                probe_interval: 0
-                max_upstream_connections: 1
-                queue_timeout: 1s
-            """, mainConfig: "network:\n  allow: [127.0.0.0/8]\n", directory: dir)
-        let script = """
-            import http.client, ssl, sys
-            context = ssl.create_default_context(cafile=sys.argv[2])
-            def connection():
-                c = http.client.HTTPSConnection("127.0.0.1", int(sys.argv[1]), context=context, timeout=30)
-                c.set_tunnel("room.test", 443)
-                return c
-            def get(c, path):
-                c.request("GET", path)
-                r = c.getresponse()
-                r.read()
-                return "%d %s" % (r.status, r.getheader("X-Pinproxy-Error", "-"))
-            first, second = connection(), connection()
-            print(get(first, "/room-1"))
-            print(get(second, "/room-2"))
-            print(get(first, "/room-3"))
-            """
-        let app = try ChildProcess("python3", ["-c", script, String(proxy.port), proxy.caFile], directory: dir, name: "room-apps")
-        #expect(app.waitForExit(timeout: 60) == 0, "\(app.outputText)")
-        #expect(app.outputText.split(separator: "\n").filter { $0.hasPrefix("200") || $0.hasPrefix("503") }
-                == ["200 -", "200 -", "200 -"], "\(app.outputText)")
+        let apps = try AppsInTurn.answers(host: "room.test", paths: ["/room-1", "/room-2", "/room-3"],
+                                          proxyPort: proxy.port, caFile: proxy.caFile, in: dir)
+        #expect(apps.status == 0, "\(apps.output)")
+        #expect(apps.answers == ["200 -", "200 -", "200 -"], "\(apps.output)")
         // One h2 connection carried all three, one stream after another.
         let lines = nginx.accessLog.filter { $0.contains("/room-") }
         #expect(lines.count == 3 && lines.allSatisfy { $0.contains("HTTP/2.0") }, "\(lines)")

@@ -109,27 +109,10 @@ struct ProtocolTests {
     /// 503, and the first app's next request gets a connection again.
     @Test func aConnectionParkedByOneAppIsTakenByAnotherAtTheLimit() async throws {
         let s = try await Self.setup.value
-        let script = """
-            import http.client, ssl, sys
-            context = ssl.create_default_context(cafile=sys.argv[2])
-            def connection():
-                c = http.client.HTTPSConnection("127.0.0.1", int(sys.argv[1]), context=context, timeout=30)
-                c.set_tunnel("queue.test", 443)
-                return c
-            def get(c, path):
-                c.request("GET", path)
-                r = c.getresponse()
-                r.read()
-                return "%d %s" % (r.status, r.getheader("X-Pinproxy-Error", "-"))
-            first, second = connection(), connection()
-            print(get(first, "/echo/parked-1"))
-            print(get(second, "/echo/parked-2"))
-            print(get(first, "/echo/parked-3"))
-            """
-        let app = try ChildProcess("python3", ["-c", script, String(s.proxy.port), s.proxy.caFile], directory: s.dir, name: "parked-apps")
-        #expect(app.waitForExit(timeout: 60) == 0, "\(app.outputText)")
-        #expect(app.outputText.split(separator: "\n").filter { $0.hasPrefix("200") || $0.hasPrefix("503") }
-                == ["200 -", "200 -", "200 -"], "\(app.outputText)")
+        let apps = try AppsInTurn.answers(host: "queue.test", paths: ["/echo/parked-1", "/echo/parked-2", "/echo/parked-3"],
+                                          proxyPort: s.proxy.port, caFile: s.proxy.caFile, in: s.dir)
+        #expect(apps.status == 0, "\(apps.output)")
+        #expect(apps.answers == ["200 -", "200 -", "200 -"], "\(apps.output)")
         let seen = s.upstream.requests.withLockedValue { $0 }
         #expect(["GET /echo/parked-1", "GET /echo/parked-2", "GET /echo/parked-3"].allSatisfy { seen.contains($0) })
     }
