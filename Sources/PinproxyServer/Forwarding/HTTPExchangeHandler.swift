@@ -44,7 +44,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     var streamAdapter: HTTP2StreamAdapter?
     /// The series of the policy this connection's requests went to last
     /// (outside an intercepted session: inside, the session keeps them).
-    private var traffic: (policy: HostPolicy?, recorder: any TrafficRecorder)?
+    var traffic: (policy: HostPolicy?, recorder: any TrafficRecorder)?
     /// The HTTP/1.1 upstream connection the last exchange used, parked for
     /// the next (`UpstreamPool.park`): the pool may take it back meanwhile.
     var parked: UpstreamConnection?
@@ -66,7 +66,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
 
     /// Set for plain HTTP from the transparent listener (no interception, no proxy form).
     var transparent = false
-    private var modeLabel: AccessMode {
+    var modeLabel: AccessMode {
         transparent || interception?.transparent == true ? .transparent : interception == nil ? .forward : .intercept
     }
 
@@ -387,35 +387,5 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
             if close { LingeringClose.close(context.channel) }
         }
-    }
-
-    func logAccess(_ exchange: Exchange) {
-        if exchange.response == .droppedBody {
-            services.logger.warning("upstream sent a body with a response that has none; dropped, connection not reused", metadata: [
-                "host": "\(exchange.host)", "status": "\(exchange.status ?? 0)", "method": "\(exchange.method.rawValue)",
-            ])
-            services.instrumentation.upstreamViolation(policy: exchange.policy, kind: .bodyOnBodilessResponse)
-        }
-        let status = exchange.status ?? 0
-        let seconds = Double((NIODeadline.now() - exchange.started).nanoseconds) / 1e9
-        services.recordAccess(AccessRecord(
-            client: clientAddress, method: exchange.method.rawValue, host: exchange.host.isEmpty ? "-" : exchange.host,
-            path: exchange.target, status: status, bytesUp: exchange.bytesUp, bytesDown: exchange.bytesDown,
-            seconds: seconds, policy: exchange.policyLabel, pin: exchange.pinVerdict?.metricLabel,
-            upstream: exchange.upstreamAddress, error: exchange.error?.code.rawValue ?? exchange.failure?.text, mode: modeLabel,
-            identity: exchange.identity, clientProtocol: clientProtocol, detail: exchange.error?.withheldDetail
-        ), to: trafficRecorder(policy: exchange.policy))
-    }
-
-    /// The series this exchange is counted in: the session's (shared by its
-    /// HTTP/2 streams, each a handler of its own), else this connection's.
-    private func trafficRecorder(policy: HostPolicy?) -> any TrafficRecorder {
-        if let routes = interception?.routes {
-            return routes.trafficRecorder(policy: policy) { services.instrumentation.trafficRecorder(policy: $0) }
-        }
-        if let traffic, traffic.policy === policy { return traffic.recorder }
-        let recorder = services.instrumentation.trafficRecorder(policy: policy)
-        traffic = (policy, recorder)
-        return recorder
     }
 }
