@@ -204,9 +204,10 @@ final class UpstreamPool: @unchecked Sendable {
     /// then the stream is released here as `release` does, and the answer
     /// is false. Called on the stream's loop.
     func keepStreamRoom(_ stream: UpstreamConnection) -> Bool {
-        guard let connection = stream.parent, let room = connection.streamRoom, stream.isComplete,
-              connection.channel.eventLoop.inEventLoop, connection.isActive,
-              connection.multiplexer?.handler.goingAway == false else {
+        // The loop first: a stream's state and its connection's handler are
+        // read only on their loop (one lent across loops is released, which hops).
+        guard let connection = stream.parent, let room = connection.streamRoom, connection.channel.eventLoop.inEventLoop,
+              stream.isComplete, connection.isActive, connection.multiplexer?.handler.goingAway == false else {
             release(stream)
             return false
         }
