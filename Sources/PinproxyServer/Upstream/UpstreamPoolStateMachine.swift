@@ -219,7 +219,7 @@ struct UpstreamPoolStateMachine<Connection: AnyObject> {
             entry.members[index].state = .leased
             return .lease(member.connection)
         }
-        // A connection of this loop full only of room a session keeps
+        // A full connection of this loop, some of whose room a session keeps
         // (`UpstreamStreamRoom`): a kept room taken from it, and its count
         // stays (the room is this request's now), rather than a dial or a
         // wait while the server would take the stream.
