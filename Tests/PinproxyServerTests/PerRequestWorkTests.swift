@@ -156,36 +156,22 @@ struct PerRequestWorkTests {
     /// connection. The connection's streams count in the stream gauge
     /// through series it resolved once.
     @Test func aStreamOnAPooledHTTP2ConnectionArrivesOnTheNextTick() throws {
-        let proxy = try EmbeddedProxy()
-        let policy = try #require(proxy.services.store.snapshot.policy(forHost: "intercept.test"))
-        let plan = DialPlan(host: "intercept.test", port: 443, tls: true, policy: policy)
-        let pool = UpstreamPool()
-        let checkout = UpstreamCheckout(pool: pool, connector: proxy.services.connector, instrumentation: proxy.services.instrumentation)
-        let channel = EmbeddedChannel()
-        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
-        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
-        let multiplexer = try UpstreamHTTP2Pipeline.configure(channel, ready: channel.eventLoop.makePromise())
-        // The first request dials (its permit), and the dial opens an HTTP/2 connection carrying its stream.
-        guard case .ready(.permit) = pool.acquireNow(plan.poolKey, limit: 4, queueTimeout: .seconds(5), mayMultiplex: true,
-                                                    on: channel.eventLoop) else {
-            Issue.record("the first request should dial")
-            return
-        }
-        let connection = UpstreamConnection(channel: channel, key: plan.poolKey, multiplexer: multiplexer, pinEvaluation: nil, handshake: nil)
-        pool.opened(connection)
+        // The first request dialled (its permit), and the dial opened an HTTP/2 connection carrying its stream.
+        let s = try PooledHTTP2Connection()
+        defer { s.finish() }
         // The next request gets a stream on it, on the loop's next tick.
-        let (stream, reused) = try Self.openStream(checkout, plan, on: channel)
-        #expect(stream.parent === connection && reused)
+        let (stream, reused) = try Self.openStream(s.checkout, s.plan, on: s.channel)
+        #expect(stream.parent === s.connection && reused)
         #expect(stream.channel.isActive && stream.http1Handler == nil)
-        pool.release(stream)
-        channel.embeddedEventLoop.run()
+        s.pool.release(stream)
+        s.channel.embeddedEventLoop.run()
         #expect(!stream.channel.isActive, "a stream let go before both its messages ended is reset")
         // Two streams more on the same connection.
         for _ in 0..<2 {
-            pool.release(try Self.openStream(checkout, plan, on: channel).connection)
-            channel.embeddedEventLoop.run()
+            s.pool.release(try Self.openStream(s.checkout, s.plan, on: s.channel).connection)
+            s.channel.embeddedEventLoop.run()
         }
-        #expect(proxy.recorder.trafficRecorders == 1, "one connection: its streams' series resolved once, not per stream")
+        #expect(s.proxy.recorder.trafficRecorders == 1, "one connection: its streams' series resolved once, not per stream")
     }
 
     /// A checkout that names a pooled HTTP/2 connection of `channel`'s loop,
@@ -193,7 +179,7 @@ struct PerRequestWorkTests {
     static func openStream(_ checkout: UpstreamCheckout, _ plan: DialPlan, on channel: EmbeddedChannel) throws
         -> UpstreamCheckout.CheckedOut {
         guard case .stream(let connection) = checkout.checkoutNow(plan, on: channel.eventLoop) else {
-            throw CheckoutExpectation.notAStream
+            throw PooledHTTP2Connection.Unexpected.notAStream
         }
         var opened: Result<UpstreamCheckout.CheckedOut, any Error>?
         checkout.openStream(on: connection, policy: plan.policy) { opened = $0 }
@@ -201,8 +187,6 @@ struct PerRequestWorkTests {
         channel.embeddedEventLoop.run()
         return try #require(opened).get()
     }
-
-    enum CheckoutExpectation: Error { case notAStream }
 
     // MARK: Upstream readiness
 

@@ -1,5 +1,4 @@
 import NIOCore
-import NIOEmbedded
 import NIOHPACK
 import NIOHTTP1
 import NIOHTTP2
@@ -15,87 +14,6 @@ import Testing
 /// did not end both ways is reset rather than kept.
 @Suite("Session stream room")
 struct SessionStreamRoomTests {
-    /// The pool, an HTTP/2 connection in it (dialled: the dialler's stream
-    /// counted), and the connection's embedded channel.
-    struct Setup {
-        let proxy: EmbeddedProxy
-        let plan: DialPlan
-        let pool: UpstreamPool
-        let checkout: UpstreamCheckout
-        let channel: EmbeddedChannel
-        let connection: UpstreamConnection
-
-        init() throws {
-            proxy = try EmbeddedProxy()
-            let policy = try #require(proxy.services.store.snapshot.policy(forHost: "intercept.test"))
-            plan = DialPlan(host: "intercept.test", port: 443, tls: true, policy: policy)
-            pool = UpstreamPool()
-            checkout = UpstreamCheckout(pool: pool, connector: proxy.services.connector, instrumentation: proxy.services.instrumentation)
-            channel = EmbeddedChannel()
-            try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
-            let multiplexer = try UpstreamHTTP2Pipeline.configure(channel, ready: channel.eventLoop.makePromise())
-            guard case .ready(.permit) = pool.acquireNow(plan.poolKey, limit: 1, queueTimeout: .seconds(1), mayMultiplex: true,
-                                                        on: channel.eventLoop) else {
-                throw Expectation.notAPermit
-            }
-            connection = UpstreamConnection(channel: channel, key: plan.poolKey, multiplexer: multiplexer, pinEvaluation: nil, handshake: nil)
-            pool.opened(connection)
-            multiplexer.handler.onCapacity = { [pool, connection] capacity in pool.streamCapacityChanged(connection, to: capacity) }
-        }
-
-        /// A stream on the connection, whose room is counted already.
-        func openStream() throws -> UpstreamConnection {
-            var opened: Result<UpstreamCheckout.CheckedOut, any Error>?
-            checkout.openStream(on: connection, policy: plan.policy) { opened = $0 }
-            channel.embeddedEventLoop.run()
-            return try #require(opened).get().connection
-        }
-
-        /// A stream the pool leases on the connection, opened.
-        func leaseStream() throws -> UpstreamConnection {
-            guard case .ready(.stream(let leased)) = pool.acquireNow(plan.poolKey, limit: 1, queueTimeout: .seconds(1), mayMultiplex: true,
-                                                                     on: channel.eventLoop), leased === connection else {
-                throw Expectation.notAStream
-            }
-            return try openStream()
-        }
-
-        /// The request's end sent; with `answered`, the response's end received.
-        func exchange(on stream: UpstreamConnection, answered: Bool = true) throws {
-            let receiver = Receiver()
-            stream.receiver = receiver
-            stream.write(.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: "/", headers: ["Host": "intercept.test"])))
-            stream.write(.end(nil))
-            stream.flush()
-            if answered {
-                let head = HTTP2Frame.FramePayload.headers(.init(headers: HPACKHeaders([(":status", "200")]), endStream: true))
-                stream.channel.pipeline.fireChannelRead(head)
-                #expect(receiver.ended)
-            }
-            #expect(stream.isComplete == answered)
-        }
-
-        /// A frame on the connection as NIO's HTTP/2 handler passes it on.
-        func connectionFrame(_ payload: HTTP2Frame.FramePayload) throws {
-            try channel.pipeline.syncOperations.context(handlerType: NIOHTTP2Handler.self)
-                .fireChannelRead(NIOAny(HTTP2Frame(streamID: 0, payload: payload)))
-        }
-
-        /// A place in line that a test did not expect, let run out (a
-        /// promise left pending would be reported as leaked).
-        func expire(_ acquired: UpstreamPool.Acquired) {
-            guard case .queued(let future) = acquired else { return }
-            channel.embeddedEventLoop.advanceTime(by: .seconds(2))
-            _ = try? future.wait()
-        }
-
-        func finish() {
-            channel.embeddedEventLoop.run()
-            _ = try? channel.finish(acceptAlreadyClosed: true)
-        }
-    }
-
-    enum Expectation: Error { case notAPermit, notAStream }
 
     final class Receiver: UpstreamResponseReceiver {
         var ended = false
@@ -106,7 +24,7 @@ struct SessionStreamRoomTests {
     }
 
     @Test func aSessionsNextStreamOpensOnTheRoomItKept() throws {
-        let s = try Setup()
+        let s = try PooledHTTP2Connection()
         defer { s.finish() }
         let room = SessionStreamRoom()
         #expect(room.take(for: s.plan.poolKey, pool: s.pool) == nil, "nothing kept yet: the pool's")
@@ -133,7 +51,7 @@ struct SessionStreamRoomTests {
     }
 
     @Test func aRequestFindingTheConnectionFullTakesTheKeptRoom() throws {
-        let s = try Setup()
+        let s = try PooledHTTP2Connection()
         defer { s.finish() }
         // The server allows one stream at a time.
         try s.connectionFrame(.settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: 1)])))
@@ -163,7 +81,7 @@ struct SessionStreamRoomTests {
     }
 
     @Test func settingsAndGoAwayTakeTheKeptRoomBack() throws {
-        let s = try Setup()
+        let s = try PooledHTTP2Connection()
         defer { s.finish() }
         let room = SessionStreamRoom()
         let stream = try s.openStream()
@@ -183,7 +101,7 @@ struct SessionStreamRoomTests {
     }
 
     @Test func aStreamThatDidNotEndBothWaysIsResetNotKept() throws {
-        let s = try Setup()
+        let s = try PooledHTTP2Connection()
         defer { s.finish() }
         let room = SessionStreamRoom()
         let stream = try s.openStream()
@@ -193,5 +111,23 @@ struct SessionStreamRoomTests {
         #expect(!stream.channel.isActive, "reset")
         #expect(room.take(for: s.plan.poolKey, pool: s.pool) == nil)
         #expect(s.connection.streamRoom?.takeAll() == 0)
+    }
+}
+
+/// The stream room's tests' exchanges on the fixture's streams.
+extension PooledHTTP2Connection {
+    /// The request's end sent; with `answered`, the response's end received.
+    func exchange(on stream: UpstreamConnection, answered: Bool = true) throws {
+        let receiver = SessionStreamRoomTests.Receiver()
+        stream.receiver = receiver
+        stream.write(.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: "/", headers: ["Host": "intercept.test"])))
+        stream.write(.end(nil))
+        stream.flush()
+        if answered {
+            let head = HTTP2Frame.FramePayload.headers(.init(headers: HPACKHeaders([(":status", "200")]), endStream: true))
+            stream.channel.pipeline.fireChannelRead(head)
+            #expect(receiver.ended)
+        }
+        #expect(stream.isComplete == answered)
     }
 }
