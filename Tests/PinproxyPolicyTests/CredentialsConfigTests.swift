@@ -71,6 +71,18 @@ struct CredentialsConfigTests {
         #expect(auth.header == "Authorization" && auth.headerValue(token: "t") == "Bearer t")
     }
 
+    /// `format:` puts the token at each `{token}` and nowhere else: a token
+    /// that itself reads `{token}` is not expanded again, and the text around
+    /// the markers stays byte for byte.
+    @Test func formatPutsTheTokenAtEachMarker() {
+        #expect(AuthPolicy.headerValue(format: "Bearer {token}", token: "abc") == "Bearer abc")
+        #expect(AuthPolicy.headerValue(format: "{token}", token: "abc") == "abc")
+        #expect(AuthPolicy.headerValue(format: "k={token}; again={token}", token: "t") == "k=t; again=t")
+        #expect(AuthPolicy.headerValue(format: "Bearer {token}", token: "{token}") == "Bearer {token}")
+        #expect(AuthPolicy.headerValue(format: "{tok{token}en}", token: "Z") == "{tokZen}")
+        #expect(AuthPolicy.headerValue(format: "Token {token} ✓", token: "é") == "Token é ✓")
+    }
+
     @Test func byClientResolvesPerIdentity() throws {
         let (errors, snapshot) = try load("{by_client: {billing: idp}, require: true}")
         #expect(errors == [])

@@ -59,7 +59,10 @@ public struct HostPattern: Sendable, Hashable, CustomStringConvertible {
             return name == suffix
         case .singleLabel:
             guard name.hasSuffix("." + suffix) else { return false }
-            return !name.dropLast(suffix.count + 1).contains(".")
+            // A byte search: `contains(".")` is Foundation's substring search
+            // here (Foundation is visible in this module), a bridged copy per
+            // match. The suffix is ASCII, so its bytes are its characters.
+            return !name.utf8.dropLast(suffix.utf8.count + 1).contains(UInt8(ascii: "."))
         case .anyDepth:
             return name == suffix || name.hasSuffix("." + suffix)
         }

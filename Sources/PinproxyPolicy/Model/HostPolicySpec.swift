@@ -181,7 +181,24 @@ public struct AuthPolicy: Sendable, Hashable {
 
     /// The header value for `token`.
     public func headerValue(token: String) -> String {
-        format.replacingOccurrences(of: "{token}", with: token)
+        Self.headerValue(format: format, token: token)
+    }
+
+    /// `format` with every `{token}` replaced by `token` (a `{token}` inside
+    /// the token stays as it is). Made with the standard library's search:
+    /// Foundation's `replacingOccurrences`, which this was, bridges both
+    /// strings to `NSString` for every request that carries a token.
+    public static func headerValue(format: String, token: String) -> String {
+        var value = ""
+        value.reserveCapacity(format.utf8.count + token.utf8.count)
+        var rest = format[...]
+        while let marker = rest.firstRange(of: "{token}") {
+            value += rest[..<marker.lowerBound]
+            value += token
+            rest = rest[marker.upperBound...]
+        }
+        value += rest
+        return value
     }
 }
 

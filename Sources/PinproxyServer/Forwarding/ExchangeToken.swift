@@ -1,4 +1,5 @@
 import NIOCore
+import PinproxyPolicy
 
 /// A token's generation as the provider numbered it. A 401 to a request
 /// sent with it invalidates that generation and no other, so a token
@@ -15,7 +16,7 @@ struct TokenPlacement: Equatable {
     var format: String = "Bearer {token}"
 
     func value(for token: String) -> String {
-        format.replacingOccurrences(of: "{token}", with: token)
+        AuthPolicy.headerValue(format: format, token: token)
     }
 }
 

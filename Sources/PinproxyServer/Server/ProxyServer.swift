@@ -198,6 +198,8 @@ extension SocketAddress {
     public var hostPort: String {
         let ip = ipAddress ?? "?"
         let port = self.port ?? 0
-        return ip.contains(":") ? "[\(ip)]:\(port)" : "\(ip):\(port)"
+        // A byte search: with Foundation imported, `contains(":")` is
+        // NSString's substring search, a bridged copy for every connection.
+        return ip.utf8.contains(UInt8(ascii: ":")) ? "[\(ip)]:\(port)" : "\(ip):\(port)"
     }
 }
