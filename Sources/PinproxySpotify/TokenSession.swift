@@ -80,6 +80,27 @@ public final class TokenSession: Sendable {
         }
     }
 
+    /// `token(timeout:)` when it would answer at once with a token: the
+    /// cached token while it is valid (a refresh it is due for is launched in
+    /// the background, as there), else nil, and the caller asks
+    /// `token(timeout:)`, which waits or fails as it always did. Called on
+    /// the event loop for every request that carries this credential, so
+    /// the common answer costs a lock, not a task and two thread hops.
+    public func tokenNow() -> AccessToken? {
+        probeFaultIfDue()
+        let now = clock()
+        let served = state.withLockedValue { state -> (AccessToken, SessionState.Launch)? in
+            var probe = state
+            // The deadline only matters to a caller that would wait: this one does not.
+            guard case (.serve(let token), let launch) = probe.admit(now: now, deadline: now) else { return nil }
+            state = probe
+            return (token, launch)
+        }
+        guard let (token, launchNow) = served else { return nil }
+        launch(launchNow)
+        return token
+    }
+
     /// The upstream answered 401 to a request sent with `generation`: if that
     /// is still the cached token, drop it so the next `token` refreshes
     /// (single flight). An older generation does nothing.

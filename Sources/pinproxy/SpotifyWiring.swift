@@ -150,6 +150,16 @@ final class SessionTokenProvider: BearerTokenProvider, Sendable {
         return BearerToken(value: token.reveal(), generation: token.generation)
     }
 
+    func tokenNow(session name: String) -> BearerToken? {
+        let (session, fixed) = state.withLockedValue { ($0.sessions[name]?.session, $0.statics[name]) }
+        if let fixed {
+            guard case .success(let value) = fixed else { return nil }  // `token(session:)` says why
+            return BearerToken(value: value.reveal(), generation: -1)
+        }
+        guard let token = session?.tokenNow() else { return nil }
+        return BearerToken(value: token.reveal(), generation: token.generation)
+    }
+
     func invalidate(session name: String, generation: Int) {
         state.withLockedValue { $0.sessions[name]?.session }?.invalidate(generation: generation)
     }

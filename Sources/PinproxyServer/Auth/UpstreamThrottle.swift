@@ -118,6 +118,12 @@ final class UpstreamThrottle: Sendable {
         return windows.withLockedValue { $0.remaining(credential: credential, host: host, now: now) }
     }
 
+    /// Whether a request with this credential may go to `host` now: no
+    /// window is open. When one is, `admit` decides (queue or refuse).
+    func mayGoNow(credential: String, host: String) -> Bool {
+        remaining(credential: credential, host: host) == nil
+    }
+
     /// The asynchronous form of `remaining` that honours the policy's
     /// `throttle_queue`: nil when the request may go now or once its window
     /// passed (it waited in the queue), else the `Retry-After` seconds of a

@@ -15,6 +15,15 @@ extension HTTPExchangeHandler {
             return
         }
         let throttle = services.throttle
+        // The common case answers here, on the loop: no window open for the
+        // credential and its token at hand. A task and two thread hops (to
+        // Swift's pool and back) cost more than the rest of such a request
+        // (bench/ab --credential).
+        if throttle.mayGoNow(credential: credential, host: host), let token = tokens.tokenNow(session: credential) {
+            execute(machine.tokenArrived(token.reveal(), generation: TokenGeneration(rawValue: token.generation),
+                                         for: upstream, now: .now()), context: context)
+            return
+        }
         context.eventLoop.makeFutureWithTask { () async throws -> TokenOutcome in
             // The upstream asked this credential to wait: it hears nothing until
             // then, or the request waits in the policy's throttle_queue (docs/contract.md §4).

@@ -11,13 +11,21 @@ import Testing
 @Suite("Upstream 429 windows", .blockingWaits)
 struct UpstreamThrottleWindowTests {
     /// Tokens for every credential, with no accounts service behind them:
-    /// what is under test is the window, not how a token is had.
+    /// what is under test is the window, not how a token is had. With
+    /// `atHand`, a token is also there without waiting (`tokenNow`, which
+    /// the exchange asks on its loop), spelt apart from the waited-for one
+    /// so that the test sees which way it went.
     struct FixedTokens: BearerTokenProvider {
+        let atHand: Bool
         func token(session: String) async throws -> BearerToken { BearerToken(value: "token-\(session)", generation: 1) }
+        func tokenNow(session: String) -> BearerToken? { atHand ? BearerToken(value: "now-\(session)", generation: 1) : nil }
         func invalidate(session: String, generation: Int) {}
     }
 
-    @Test func anUpstream429HoldsThatCredentialBackUntilRetryAfterPasses() async throws {
+    /// The same whether the token is at hand or waited for: an open window
+    /// holds the credential back either way.
+    @Test(arguments: [false, true])
+    func anUpstream429HoldsThatCredentialBackUntilRetryAfterPasses(tokenAtHand: Bool) async throws {
         let dir = try TemporaryDirectory("pinproxy-throttle")
         let pki = try TestPKI.make(in: dir, names: ["api.test", "keys.test"])
         let upstream = try await TestUpstream(chainFile: pki.chainFile, keyFile: pki.leafKey)
@@ -45,11 +53,14 @@ struct UpstreamThrottleWindowTests {
         let clock = ProxyTestClock()
         try await InProcessProxy.run(policies: policies, mainConfig: main, directory: dir,
                                      upstreams: .loopback(["api.test": upstream.port, "keys.test": upstream.port]), clock: clock) { proxy in
-            proxy.server.setTokenProvider(FixedTokens())
+            proxy.server.setTokenProvider(FixedTokens(atHand: tokenAtHand))
+            let sent = tokenAtHand ? "Bearer now-basic" : "Bearer token-basic"
             func limited() -> Int { upstream.requests.withLockedValue { $0 }.filter { $0.contains("/status/429") }.count }
 
             #expect(try proxy.curl("https://api.test/status/429").status == 429, "a 429 without Retry-After opens no window")
-            #expect(try proxy.curl("https://api.test/echo").status == 200)
+            let before = try proxy.curl("https://api.test/echo")
+            #expect(before.status == 200)
+            #expect(before.body.contains(sent), "\(before.body)")
             let first = try proxy.curl("https://api.test/status/429?retry-after=600")
             #expect(first.status == 429)
             #expect(first.headers["x-pinproxy-error"] == nil, "the upstream's own 429 goes to the app")
@@ -70,7 +81,7 @@ struct UpstreamThrottleWindowTests {
             clock.advance(by: .seconds(301))
             let after = try proxy.curl("https://api.test/echo")
             #expect(after.status == 200, "\(after.body)")
-            #expect(after.body.contains("Bearer token-basic"), "the credential went up again: \(after.body)")
+            #expect(after.body.contains(sent), "the credential went up again: \(after.body)")
         }
     }
 }
