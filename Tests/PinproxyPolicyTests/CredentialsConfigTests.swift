@@ -81,6 +81,9 @@ struct CredentialsConfigTests {
         #expect(AuthPolicy.headerValue(format: "Bearer {token}", token: "{token}") == "Bearer {token}")
         #expect(AuthPolicy.headerValue(format: "{tok{token}en}", token: "Z") == "{tokZen}")
         #expect(AuthPolicy.headerValue(format: "Token {token} ✓", token: "é") == "Token é ✓")
+        #expect(AuthPolicy.headerValue(format: "{{token}}", token: "T") == "{T}")
+        #expect(AuthPolicy.headerValue(format: "{token", token: "T") == "{token")
+        #expect(AuthPolicy.headerValue(format: "", token: "T") == "")
     }
 
     @Test func byClientResolvesPerIdentity() throws {
