@@ -137,9 +137,15 @@ struct SessionState {
         return .refreshNow
     }
 
-    /// Whether a caller should check the fault's credentials now (at most once a second).
+    /// Whether a fault's credentials are due to be checked (at most once a second).
+    func faultProbeDue(now: Date) -> Bool {
+        guard let fault, !fault.retryNow else { return false }
+        return now >= fault.nextProbe
+    }
+
+    /// Whether a caller should check the fault's credentials now, claiming the check.
     mutating func claimFaultProbe(now: Date) -> Bool {
-        guard var fault, !fault.retryNow, now >= fault.nextProbe else { return false }
+        guard faultProbeDue(now: now), var fault else { return false }
         fault.nextProbe = now.addingTimeInterval(Self.faultProbeInterval)
         self.fault = fault
         return true

@@ -85,11 +85,13 @@ public final class TokenSession: Sendable {
     /// the background, as there), else nil, and the caller asks
     /// `token(timeout:)`, which waits or fails as it always did. Called on
     /// the event loop for every request that carries this credential, so
-    /// the common answer costs a lock, not a task and two thread hops.
+    /// the common answer costs a lock, not a task and two thread hops. When
+    /// a fault's credentials are due to be checked (they are files), it
+    /// answers nil: `token(timeout:)` checks them, off the loop.
     public func tokenNow() -> AccessToken? {
-        probeFaultIfDue()
         let now = clock()
         let served = state.withLockedValue { state -> (AccessToken, SessionState.Launch)? in
+            guard !state.faultProbeDue(now: now) else { return nil }
             var probe = state
             // The deadline only matters to a caller that would wait: this one does not.
             guard case (.serve(let token), let launch) = probe.admit(now: now, deadline: now) else { return nil }

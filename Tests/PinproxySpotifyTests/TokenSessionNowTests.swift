@@ -43,6 +43,24 @@ struct TokenSessionNowTests {
         #expect(endpoint.callCount == 2)
     }
 
+    /// A fault's credentials are files: their check is left to the waiting
+    /// path, off the event loop, and the cached token serves at once again
+    /// once it is done.
+    @Test func aDueCheckOfAFaultsCredentialsIsLeftToTheWaitingPath() async throws {
+        let endpoint = FakeTokenEndpoint(clock: clock, fallback: .grant(expiresIn: 600))
+        let tokens = make(endpoint: endpoint)
+        _ = try await tokens.token(timeout: .seconds(20))
+        endpoint.script(.status(400, json: #"{"error": "invalid_client"}"#))
+        clock.advance(by: 301)  // the background refresh is due, and fails for good
+        #expect(tokens.tokenNow()?.generation == 1)
+        #expect(await pollUntil { tokens.status == .misconfigured(reason: "invalid_client") })
+        clock.advance(by: 2)  // the fault's check is due: not on the loop
+        #expect(tokens.tokenNow() == nil)
+        #expect(try await tokens.token(timeout: .seconds(20)).generation == 1)
+        #expect(tokens.tokenNow()?.generation == 1)
+        #expect(endpoint.callCount == 2)
+    }
+
     @Test func anExpiredTokenIsNotServedNow() async throws {
         let endpoint = FakeTokenEndpoint(clock: clock, fallback: .grant(expiresIn: 600))
         let tokens = make(endpoint: endpoint)
