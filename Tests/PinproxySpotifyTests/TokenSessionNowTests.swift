@@ -7,16 +7,7 @@ import Testing
 /// `TokenSession.tokenNow`, the answer the exchange asks for on its event
 /// loop before it starts a task: the cached token while it is valid, else
 /// nothing (and nothing started: the asynchronous `token(timeout:)` decides).
-@Suite("A session's token without waiting")
-struct TokenSessionNowTests {
-    let clock = TestClock()
-    let logs = LogCapture()
-    let recorder = EventRecorder()
-
-    func make(endpoint: FakeTokenEndpoint) -> TokenSession {
-        TokenSession(config: session(), endpoint: endpoint, clock: clock.function, events: recorder.hooks, logger: logs.logger)
-    }
-
+extension TokenSessionTests {
     @Test func aColdCacheHasNoTokenNowAndStartsNoRefresh() async throws {
         let endpoint = FakeTokenEndpoint(clock: clock)
         let tokens = make(endpoint: endpoint)
