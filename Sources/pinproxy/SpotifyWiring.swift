@@ -140,24 +140,30 @@ final class SessionTokenProvider: BearerTokenProvider, Sendable {
     func token(session name: String) async throws -> BearerToken {
         let (session, fixed, timeout) = state.withLockedValue { ($0.sessions[name]?.session, $0.statics[name], $0.config.tokenTimeout) }
         if let fixed {
-            // Generation -1: a static value cannot be refreshed, so a 401 is not replayed.
-            return BearerToken(value: try fixed.get().reveal(), generation: -1)
+            return Self.bearer(try fixed.get())
         }
         guard let session else {
             throw TokenError.misconfigured(reason: "no credential named \(name)")
         }
-        let token = try await session.token(timeout: timeout)
-        return BearerToken(value: token.reveal(), generation: token.generation)
+        return Self.bearer(try await session.token(timeout: timeout))
     }
 
     func tokenNow(session name: String) -> BearerToken? {
         let (session, fixed) = state.withLockedValue { ($0.sessions[name]?.session, $0.statics[name]) }
         if let fixed {
             guard case .success(let value) = fixed else { return nil }  // `token(session:)` says why
-            return BearerToken(value: value.reveal(), generation: -1)
+            return Self.bearer(value)
         }
-        guard let token = session?.tokenNow() else { return nil }
-        return BearerToken(value: token.reveal(), generation: token.generation)
+        return session?.tokenNow().map(Self.bearer)
+    }
+
+    /// A static value's token: generation -1, as it cannot be refreshed, so a 401 is not replayed.
+    private static func bearer(_ value: Secret) -> BearerToken {
+        BearerToken(value: value.reveal(), generation: -1)
+    }
+
+    private static func bearer(_ token: AccessToken) -> BearerToken {
+        BearerToken(value: token.reveal(), generation: token.generation)
     }
 
     func invalidate(session name: String, generation: Int) {
