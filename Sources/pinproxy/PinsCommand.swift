@@ -93,7 +93,7 @@ struct PinsSuggestCommand: AsyncParsableCommand {
         var host = loaded.admin.listen.host
         if host == "0.0.0.0" || host.isEmpty { host = "127.0.0.1" }
         if host == "::" { host = "::1" }
-        return "http://" + (host.contains(":") ? "[\(host)]" : host) + ":\(loaded.admin.listen.port)"
+        return "http://\(PinproxyPolicy.HostPort.bracketed(host)):\(loaded.admin.listen.port)"
     }
 
     /// Why a request failed, in words.

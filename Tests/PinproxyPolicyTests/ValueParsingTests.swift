@@ -62,6 +62,15 @@ struct ValueParsingTests {
         #expect(HostPort(parsing: "host") == nil)
     }
 
+    /// An authority's host: an IPv6 address bracketed once, anything else as it is.
+    @Test func hostsAsAnAuthorityWritesThem() {
+        #expect(HostPort.bracketed("2001:db8::1") == "[2001:db8::1]")
+        #expect(HostPort.bracketed("[::1]") == "[::1]")
+        #expect(HostPort.bracketed("127.0.0.1") == "127.0.0.1")
+        #expect(HostPort.bracketed("api.example.com") == "api.example.com")
+        #expect(HostPort(host: "::1", port: 8080).description == "[::1]:8080")
+    }
+
     @Test func unknownKeySuggestions() {
         #expect(KeySuggestionProbe.nearest("ciphersuits", in: ConfigKeys.policy["hosts[].tls"]!) == "ciphersuites")
     }

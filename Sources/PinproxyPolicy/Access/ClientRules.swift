@@ -74,8 +74,7 @@ public struct UpstreamProxy: Sendable, Hashable, CustomStringConvertible {
 
     /// `http://host:port`, never the credentials (logs, pool keys, errors).
     public var description: String {
-        let shownHost = host.contains(":") ? "[\(host)]" : host
-        return "http://\(shownHost):\(port)"
+        "http://\(HostPort.bracketed(host)):\(port)"
     }
 
     /// Parses `http://[user:password@]host:port`. The error says what is wrong.

@@ -37,7 +37,16 @@ public struct HostPort: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String {
-        host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        "\(Self.bracketed(host)):\(port)"
+    }
+
+    /// `host` as an authority writes it: an IPv6 address in brackets (RFC
+    /// 3986 §3.2.2); anything else, an address already bracketed included,
+    /// as it is. A byte search: with Foundation visible, `contains(":")` is
+    /// NSString's substring search, a bridged copy each time (it runs for
+    /// every connection's client address).
+    public static func bracketed(_ host: String) -> String {
+        host.utf8.contains(UInt8(ascii: ":")) && host.utf8.first != UInt8(ascii: "[") ? "[\(host)]" : host
     }
 
     static let expectation = "HOST:PORT (e.g. 127.0.0.1:8080 or [::1]:8080)"

@@ -196,10 +196,6 @@ public final class ProxyServer: Service, Sendable {
 extension SocketAddress {
     /// `127.0.0.1:8080` / `[::1]:8080`.
     public var hostPort: String {
-        let ip = ipAddress ?? "?"
-        let port = self.port ?? 0
-        // A byte search: with Foundation imported, `contains(":")` is
-        // NSString's substring search, a bridged copy for every connection.
-        return ip.utf8.contains(UInt8(ascii: ":")) ? "[\(ip)]:\(port)" : "\(ip):\(port)"
+        "\(HostPort.bracketed(ipAddress ?? "?")):\(port ?? 0)"
     }
 }

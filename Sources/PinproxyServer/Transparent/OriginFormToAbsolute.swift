@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import PinproxyPolicy
 
 /// Plain HTTP redirected from port 80 arrives in origin-form (`GET /path`,
 /// `Host: api.test`): the app thinks it talks to the server. Rewritten to
@@ -31,9 +32,7 @@ final class OriginFormToAbsolute: ChannelInboundHandler, RemovableChannelHandler
             let hosts = head.headers["host"]
             // Two Host fields are refused downstream; one names the host, none leaves the address.
             let named = hosts.count == 1 ? Authority(hosts[0])?.host : nil
-            // Byte searches: `contains(":")` would be Foundation's substring search.
-            let host = named ?? original.ipAddress.map { $0.utf8.contains(UInt8(ascii: ":")) ? "[\($0)]" : $0 } ?? "-"
-            let bracketed = host.utf8.contains(UInt8(ascii: ":")) && !host.hasPrefix("[") ? "[\(host)]" : host
+            let bracketed = HostPort.bracketed(named ?? original.ipAddress ?? "-")
             // Port 80 stays implicit, as the app wrote it (and `upgrade_to_tls` then dials 443).
             head.uri = "http://\(bracketed)\(port == 80 ? "" : ":\(port)")\(head.uri)"
         }
