@@ -8,51 +8,6 @@ import Testing
 /// the app reads HTTP/1.1 byte by byte, two requests on one intercepted session.
 @Suite("Bodies on bodiless responses from an h2 upstream", .blockingWaits, .serialized)
 struct HTTP2BodilessResponseTests {
-    static let upstreamScript = #"""
-        import socket, ssl, sys, threading, time
-        import h2.config, h2.connection, h2.events
-        chain, key = sys.argv[1], sys.argv[2]
-        INJECTED = b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\ninjected"
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(chain, key)
-        ctx.set_alpn_protocols(["h2"])
-        def serve(sock):
-            try:
-                tls = ctx.wrap_socket(sock, server_side=True)
-                conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
-                conn.initiate_connection()
-                tls.sendall(conn.data_to_send())
-                while True:
-                    data = tls.recv(65536)
-                    if not data:
-                        return
-                    for event in conn.receive_data(data):
-                        if isinstance(event, h2.events.RequestReceived):
-                            path = dict(event.headers)[":path"]
-                            print("REQ %s" % path, flush=True)
-                            if path.startswith("/no-content"):
-                                conn.send_headers(event.stream_id, [(":status", "204")])
-                                conn.send_data(event.stream_id, INJECTED, end_stream=True)
-                            else:
-                                conn.send_headers(event.stream_id, [(":status", "200"), ("content-length", "4")])
-                                conn.send_data(event.stream_id, b"mine", end_stream=True)
-                    tls.sendall(conn.data_to_send())
-            except (OSError, ssl.SSLError, h2.exceptions.ProtocolError) as error:
-                print("ERR %r" % error, flush=True)
-        server = socket.socket()
-        server.bind(("127.0.0.1", 0))
-        server.listen(16)
-        print("PORT %d" % server.getsockname()[1], flush=True)
-        server.settimeout(1)
-        deadline = time.time() + 600  # bounded: gone after ten minutes whatever happens
-        while time.time() < deadline:
-            try:
-                conn, _ = server.accept()
-            except socket.timeout:
-                continue
-            threading.Thread(target=serve, args=(conn,), daemon=True).start()
-        """#
-
     static let appScript = #"""
         import socket, ssl, sys
         port, ca, host = int(sys.argv[1]), sys.argv[2], sys.argv[3]
@@ -75,20 +30,9 @@ struct HTTP2BodilessResponseTests {
 
     @Test func aBodyWithA204NeverBecomesTheAppsNextAnswer() async throws {
         let dir = try TemporaryDirectory("pinproxy-h2-bodiless")
-        let pki = try TestPKI.make(in: dir, names: ["bodiless.test"])
-        let script = try dir.write("h2_upstream.py", Self.upstreamScript)
-        let upstream = try ChildProcess("python3", ["-u", script, pki.chainFile, pki.leafKey], directory: dir, name: "h2-upstream")
+        let upstream = try PythonH2Upstream(mode: "bodiless", host: "bodiless.test", in: dir)
         defer { upstream.stop() }
-        let port = try upstream.waitForOutput(timeout: 20) { text in
-            text.split(separator: "\n").first { $0.hasPrefix("PORT ") }.flatMap { Int($0.dropFirst(5)) }
-        }
-        let proxy = try ProxyHarness(policies: """
-            hosts:
-              - match: bodiless.test
-                upstream: 127.0.0.1:\(port)
-                tls: { ca_file: \(pki.rootCertificate) }
-                probe_interval: 0
-            """, mainConfig: "network:\n  allow: [127.0.0.0/8]\n", directory: dir)
+        let proxy = try ProxyHarness(policies: upstream.policy("bodiless.test"), mainConfig: "network:\n  allow: [127.0.0.0/8]\n", directory: dir)
         // An app that reads its connection as HTTP/1.1 says (a legacy app on raw
         // sockets): two requests in turn, everything received kept. curl and
         // Python's http.client throw away bytes after a 204; this app does not.
@@ -98,7 +42,7 @@ struct HTTP2BodilessResponseTests {
         #expect(received.components(separatedBy: "HTTP/1.1 ").count == 3, "exactly two answers: \(received)")
         #expect(received.hasSuffix("\r\n\r\nmine\n"), "the second answer is the upstream's own: \(received)")
         #expect(!received.contains("injected"), "\(received)")
-        #expect(upstream.outputText.contains("REQ /after"))
+        #expect(upstream.process.outputText.contains("REQ /after"))
         // Counted and logged.
         let admin = try proxy.adminPort
         #expect(try await pollUntil(timeout: 10) {

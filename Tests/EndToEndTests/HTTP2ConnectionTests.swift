@@ -10,13 +10,15 @@ import Testing
 /// (Scripts/h2_app.py), with raw frames where HTTP/2 is broken on purpose.
 extension HTTP2Tests {
     struct H2AppResult: Decodable {
-        /// The response's `:status` (host-only), or 0.
+        /// The response's `:status` (host-only, sensitive), or 0.
         var status: Int
+        /// The response head's fields that came HPACK never-indexed.
+        var neverIndexed: [String]
         /// The error codes of the GOAWAY frames the proxy sent, in order.
         var goaways: [Int]
         /// The error codes of the RST_STREAM frames it sent.
         var resets: [Int]
-        /// How the connection ended: "eof", "reset" (the proxy closed), "timeout".
+        /// How the connection ended: "eof", "reset" (the proxy closed), "timeout", "answered" (sensitive).
         var end: String
         /// Bytes the proxy still took after that end (the attack modes write up to 32 MiB).
         var sentAfter: Int

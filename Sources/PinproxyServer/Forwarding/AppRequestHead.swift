@@ -5,11 +5,14 @@ import PinproxyHTTP1NIO
 
 /// An app's request head as the exchange takes it: the bytes the head path
 /// read on an HTTP/1.1 connection, routed and forwarded as those bytes
-/// edited (`RequestRouter.routeForwarded`, `ForwardedRequestHead`), or a
-/// head made whole (an HTTP/2 stream's, a transparent connection's
-/// rewritten one, or one the common path does not take).
+/// edited (`RequestRouter.routeForwarded`, `ForwardedRequestHead`); the
+/// header block an HTTP/2 stream brought, routed and forwarded as that block
+/// edited (`RequestRouter.routeBlock`, `ForwardedRequestBlock`); or a head
+/// made whole (a transparent connection's rewritten one, or one the common
+/// path does not take).
 enum AppRequestHead: HeadPathHead {
     case bytes(RequestHeadBytes)
+    case block(AppRequestBlock)
     case whole(HTTPRequestHead)
 
     static var kind: HeadParser.Kind { .request }
@@ -27,6 +30,7 @@ enum AppRequestHead: HeadPathHead {
     var whole: HTTPRequestHead {
         switch self {
         case .bytes(let bytes): return bytes.head
+        case .block(let block): return block.whole
         case .whole(let head): return head
         }
     }
@@ -34,6 +38,7 @@ enum AppRequestHead: HeadPathHead {
     var method: HTTPMethod {
         switch self {
         case .bytes(let bytes): return bytes.method
+        case .block(let block): return block.method
         case .whole(let head): return head.method
         }
     }
@@ -41,6 +46,7 @@ enum AppRequestHead: HeadPathHead {
     var uri: String {
         switch self {
         case .bytes(let bytes): return bytes.target
+        case .block(let block): return block.path
         case .whole(let head): return head.uri
         }
     }
@@ -49,6 +55,7 @@ enum AppRequestHead: HeadPathHead {
     var isKeepAlive: Bool {
         switch self {
         case .bytes(let bytes): return bytes.isKeepAlive
+        case .block(let block): return block.isKeepAlive
         case .whole(let head): return head.isKeepAlive
         }
     }

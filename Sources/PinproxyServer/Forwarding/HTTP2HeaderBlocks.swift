@@ -22,63 +22,7 @@ enum HTTP2HeaderBlocks {
         case requestWithoutHost
     }
 
-    // MARK: Requests (app → exchange)
-
-    /// The exchange's head for an app's request block: `host` from
-    /// `:authority` unless the block has its own, and the framing NIO's codec
-    /// gave (`content-length: 0` or `transfer-encoding: chunked` for a method
-    /// that expects a body and declares no length; nothing for GET, HEAD,
-    /// DELETE, CONNECT, TRACE, which `HTTP2StreamAdapter` frames once the
-    /// stream shows whether a body follows).
-    static func requestHead(_ block: HPACKHeaders, endStream: Bool) throws -> HTTPRequestHead {
-        var method: String?
-        var path: String?
-        var scheme: String?
-        var authority: String?
-        for (name, value, _) in block where name.utf8.first == UInt8(ascii: ":") {
-            switch name {
-            case ":method": method = try pseudo(name, value, seen: method)
-            case ":path": path = try pseudo(name, value, seen: path)
-            case ":scheme": scheme = try pseudo(name, value, seen: scheme)
-            case ":authority": authority = try pseudo(name, value, seen: authority)
-            default: break  // :protocol (extended CONNECT): NIO's validation decides
-            }
-        }
-        guard let method else { throw Malformed.missingPseudoHeader(":method") }
-        guard let path else { throw Malformed.missingPseudoHeader(":path") }
-        guard scheme != nil else { throw Malformed.missingPseudoHeader(":scheme") }
-        var hosts = 0
-        var hasLength = false
-        for (name, _, _) in block {
-            if name == "host" { hosts += 1 } else if name == "content-length" { hasLength = true }
-        }
-        // RFC 9113 §8.3.1: a client converting from HTTP/1.1 may send `host`
-        // alone; that one `host` is then the authority checked (421). With
-        // both, `host` is kept and checked, as NIO's codec kept it.
-        guard authority != nil || hosts == 1 else { throw Malformed.noAuthority }
-        var headers = HTTPHeaders()
-        headers.reserveCapacity(block.count)
-        if hosts == 0, let authority { headers.add(name: "host", value: authority) }
-        let httpMethod = HTTPMethod(rawValue: method)
-        switch httpMethod {
-        case .GET, .HEAD, .DELETE, .CONNECT, .TRACE:
-            break
-        default:
-            if !hasLength { headers.add(name: endStream ? "content-length" : "transfer-encoding", value: endStream ? "0" : "chunked") }
-        }
-        for (name, value, _) in block where name.utf8.first != UInt8(ascii: ":") {
-            headers.add(name: name, value: value)
-        }
-        return HTTPRequestHead(version: .http2, method: httpMethod, uri: path, headers: headers)
-    }
-
-    /// A pseudo-header's value, once, without a byte that could split an
-    /// HTTP/1 request line (control characters, space, DEL).
-    private static func pseudo(_ name: String, _ value: String, seen: String?) throws -> String {
-        guard seen == nil else { throw Malformed.duplicatePseudoHeader(name) }
-        guard !value.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else { throw Malformed.invalidPseudoHeaderValue(name) }
-        return value
-    }
+    // MARK: Requests (app → exchange): the head is `AppRequestBlock`
 
     /// A trailers block's fields (pseudo-headers are NIO's validation's to refuse).
     static func fields(_ block: HPACKHeaders) -> HTTPHeaders {
@@ -133,7 +77,7 @@ enum HTTP2HeaderBlocks {
     /// when it went as `:authority`, or `close` when `Connection: close`
     /// named it. Told apart by length first: a string switch compared every
     /// field with each name in turn (about a microsecond per h2 request).
-    private static func isDropped(_ name: String, droppingHost: Bool, options: ConnectionOptions) -> Bool {
+    static func isDropped(_ name: String, droppingHost: Bool, options: ConnectionOptions) -> Bool {
         switch name.utf8.count {
         case 4: return droppingHost && name == "host"
         case 5: return options == .close && name == "close"

@@ -8,9 +8,11 @@ import NIOHTTP2
 /// become frame payloads, directly. It stands where swift-nio-http2's
 /// `HTTP2FramePayloadToHTTP1ServerCodec` and three handlers around it stood
 /// (`host` as the authority, the request's framing, a headers-only answer
-/// kept as one frame), in one handler and one header conversion each way
-/// (`HTTP2HeaderBlocks`): per request that is three channel handlers fewer
-/// and no intermediate header arrays (bench/README.md, 2026-11-27).
+/// kept as one frame), in one handler: per request that is three channel
+/// handlers fewer and no intermediate header arrays (bench/README.md,
+/// 2026-11-27). The request's head is not converted at all (its block is
+/// read, `AppRequestBlock`); a response head made whole is, once
+/// (`HTTP2HeaderBlocks`).
 ///
 /// Requests (docs/contract.md §11): HEADERS is the head (a malformed head is
 /// an error, and the exchange resets the stream); DATA is body, END_STREAM
@@ -46,7 +48,7 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
     private enum Request {
         case awaitingHead
         /// The head frames no body and the stream has not ended yet.
-        case holding(HTTPRequestHead)
+        case holding(AppRequestBlock)
         /// The head went on: DATA is body, HEADERS the trailers.
         case passing
         /// The request ended, or a malformed head was refused: nothing more
@@ -91,9 +93,9 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
     private func receivedHeaders(_ headers: HTTP2Frame.FramePayload.Headers, context: ChannelHandlerContext) {
         switch request {
         case .awaitingHead:
-            let head: HTTPRequestHead
+            let head: AppRequestBlock
             do {
-                head = try HTTP2HeaderBlocks.requestHead(headers.headers, endStream: headers.endStream)
+                head = try AppRequestBlock(headers.headers, endStream: headers.endStream)
             } catch {
                 request = .over
                 context.fireErrorCaught(error)
@@ -101,13 +103,13 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
             }
             if headers.endStream {
                 request = .over
-                deliver(.head(.whole(head)), context: context)
+                deliver(.head(.block(head)), context: context)
                 deliver(.end(nil), context: context)
-            } else if Self.framesNothing(head) {
+            } else if head.framesNothing {
                 hold(head, context: context)
             } else {
                 request = .passing
-                deliver(.head(.whole(head)), context: context)
+                deliver(.head(.block(head)), context: context)
             }
         case .holding:
             release(context: context, then: .end(HTTP2HeaderBlocks.fields(headers.headers)))
@@ -141,7 +143,7 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
         deliver(.end(nil), context: context)
     }
 
-    private func hold(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
+    private func hold(_ head: AppRequestBlock, context: ChannelHandlerContext) {
         request = .holding(head)
         guard idleTimeout > .zero else { return }  // idle_timeout 0: no deadline, as for bodies
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
@@ -159,8 +161,8 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
         stall?.cancel()
         stall = nil
         request = .passing
-        if case .end? = part { request = .over } else { head.headers.add(name: "transfer-encoding", value: "chunked") }
-        deliver(.head(.whole(head)), context: context)
+        if case .end? = part { request = .over } else { head.frameChunked() }
+        deliver(.head(.block(head)), context: context)
         if let part {
             deliver(part, context: context)
         } else {
@@ -180,11 +182,6 @@ final class HTTP2StreamAdapter: ChannelDuplexHandler {
         // held here, the stream's next frame is this handler's to ask for.
         if case .holding = request { context.read() }
         context.fireChannelReadComplete()
-    }
-
-    /// A head with neither `content-length` nor `transfer-encoding`.
-    static func framesNothing(_ head: HTTPRequestHead) -> Bool {
-        !head.headers.contains(name: "content-length") && !head.headers.contains(name: "transfer-encoding")
     }
 
     // MARK: Response

@@ -91,6 +91,14 @@ enum MessageRules {
         return size + 2
     }
 
+    /// The same for an HTTP/2 stream's head kept as its block: the size of
+    /// the whole head it stands for.
+    static func wireSize(_ head: AppRequestBlock) -> Int {
+        var size = head.method.rawValue.utf8.count + head.path.utf8.count + 12
+        head.forEachField { name, value, _ in size += name.utf8.count + value.utf8.count + 4 }
+        return size + 2
+    }
+
     /// How many `Host` fields the head has, and the first one's value,
     /// without building the array `headers["host"]` would.
     static func hostFields(_ headers: HTTPHeaders) -> (count: Int, first: String?) {
@@ -142,6 +150,19 @@ enum MessageRules {
         return upstream
     }
 
+    /// The same for an app's HTTP/2 head kept as its block: the same edits,
+    /// listed (`ForwardedRequestBlock`).
+    static func forwardedBlock(from app: AppRequestBlock, hostHeader: String, rules: HeaderRules?, framing: RequestFraming) -> ForwardedRequestBlock {
+        var upstream = ForwardedRequestBlock(app: app)
+        var teValues: [String] = []
+        app.forEachField { name, value, _ in
+            if name.utf8.count == 2 && asciiEqualsIgnoringCase(name, "te") { teValues.append(value) }
+        }
+        editUpstream(&upstream, trailers: acceptsTrailers(teValues), hostHeader: hostHeader, rules: rules, framing: framing,
+                     via: Via.value(receivedIn: .http2))
+        return upstream
+    }
+
     /// What `upstreamHead` does to a head's fields after the hop-by-hop
     /// strip, in one place for both kinds of head: `te: trailers` kept (the
     /// one TE HTTP/2 allows, and gRPC needs it end to end, docs/contract.md
@@ -161,7 +182,12 @@ enum MessageRules {
 
     /// Whether the request's TE names `trailers` (RFC 9110 §10.1.4).
     static func acceptsTrailers(_ headers: HTTPHeaders) -> Bool {
-        headers["te"].contains { value in
+        acceptsTrailers(headers["te"])
+    }
+
+    /// The same, given the `TE` fields' values.
+    static func acceptsTrailers(_ values: [String]) -> Bool {
+        values.contains { value in
             value.split(separator: ",").contains { ($0.split(separator: ";").first ?? "").trimmingSpaces.lowercased() == "trailers" }
         }
     }

@@ -32,8 +32,25 @@ enum RequestFraming: Equatable, Sendable {
     /// Header names and `chunked` compare without case, as the decoder that
     /// read the body did.
     static func of(_ head: HTTPRequestHead) -> Result<RequestFraming, FramingProblem> {
-        var fields = FramingFields()
-        for (name, value) in head.headers {
+        of(version: head.version) { read in
+            for (name, value) in head.headers { read(name, value) }
+        }
+    }
+
+    /// The same for an HTTP/2 stream's head kept as its block: the whole
+    /// head's fields (`AppRequestBlock.forEachField`), without the head.
+    static func of(_ head: AppRequestBlock) -> Result<RequestFraming, FramingProblem> {
+        of(version: .http2) { read in
+            head.forEachField { name, value, _ in read(name, value) }
+        }
+    }
+
+    /// The fields `fields` hands to its argument, read one by one until one is refused.
+    private static func of(version: HTTPVersion, _ fields: ((String, String) -> Void) -> Void) -> Result<RequestFraming, FramingProblem> {
+        var framing = FramingFields()
+        var problem: FramingProblem?
+        fields { name, value in
+            guard problem == nil else { return }
             let kind: FramingFields.Kind
             if name.utf8.count == 14, name.lowercased() == "content-length" {
                 kind = .contentLength
@@ -42,11 +59,12 @@ enum RequestFraming: Equatable, Sendable {
             } else if name.utf8.count == 10, name.lowercased() == "connection" {
                 kind = .connection
             } else {
-                continue
+                return
             }
-            if let problem = fields.read(kind, Substring(value)) { return .failure(problem) }
+            problem = framing.read(kind, Substring(value))
         }
-        return fields.framing(version: head.version)
+        if let problem { return .failure(problem) }
+        return framing.framing(version: version)
     }
 
     /// The same, read from a head kept as its bytes: the same fields, found

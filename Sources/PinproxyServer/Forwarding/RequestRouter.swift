@@ -73,13 +73,20 @@ enum RequestRouter {
     /// store takes its lock and a retain for every request (issue 33).
     ///
     /// The common request inside a session, an HTTP/1.1 head kept as its
-    /// bytes, is routed on them (`routeForwarded`); any other head is made
-    /// whole and routed as NIO's, so that every refusal is made here.
+    /// bytes or an HTTP/2 head kept as its block, is routed on them
+    /// (`routeForwarded`, `routeBlock`); any other head is made whole and
+    /// routed as NIO's, so that every refusal is made here.
     static func route(_ head: AppRequestHead, interception: Interception?, snapshot: @autoclosure () -> PolicySnapshot, maxHeadBytes: Int,
                       client: ClientStanding = .unchecked) -> RoutingDecision {
-        if case .bytes(let bytes) = head, let interception,
-           let decision = routeForwarded(bytes, in: interception, maxHeadBytes: maxHeadBytes) {
-            return decision
+        if let interception {
+            switch head {
+            case .bytes(let bytes):
+                if let decision = routeForwarded(bytes, in: interception, maxHeadBytes: maxHeadBytes) { return decision }
+            case .block(let block):
+                if let decision = routeBlock(block, in: interception, maxHeadBytes: maxHeadBytes) { return decision }
+            case .whole:
+                break
+            }
         }
         return route(head.whole, interception: interception, snapshot: snapshot(), maxHeadBytes: maxHeadBytes, client: client)
     }
@@ -230,13 +237,37 @@ enum RequestRouter {
               shape.wireSize <= maxHeadBytes,
               case .success(let framing) = RequestFraming.of(head),
               (try? acceptHost(shape.hostValue, beside: [], in: interception)) != nil else { return nil }
-        let spec = interception.policy.spec
-        let route = Route(
-            plan: interception.routes.plan(for: interception),
-            upstreamHead: .forwarded(MessageRules.forwardedHead(from: head, hostHeader: shape.hostValue, rules: spec.headers,
-                                                                framing: framing)),
-            framing: framing,
-            responseTimeout: TimeAmount(spec.responseTimeout))
+        let rules = interception.policy.spec.headers
+        return forwarded(.forwarded(MessageRules.forwardedHead(from: head, hostHeader: shape.hostValue, rules: rules, framing: framing)),
+                         framing: framing, in: interception)
+    }
+
+    /// The common HTTP/2 request inside a session, routed on its header
+    /// block, with no head made whole: not CONNECT, `:path` in origin form
+    /// (or `*`), one Host (`:authority`, or its one `host` field) naming the
+    /// session's host, no `Connection` or `Upgrade` field (HTTP/2 forbids
+    /// them; a stream fed without NIO's validation may carry them), framing
+    /// that is not refused. Its head goes up as that block edited
+    /// (`MessageRules.forwardedBlock`). Nil for any other request, and for
+    /// one that a check would refuse: `route` makes it whole and routes it
+    /// as before, where the refusal is made (`ForwardedRequestBlockTests`
+    /// routes the same blocks both ways).
+    private static func routeBlock(_ head: AppRequestBlock, in interception: Interception, maxHeadBytes: Int) -> RoutingDecision? {
+        guard head.method != .CONNECT, head.path.utf8.first == UInt8(ascii: "/") || head.path == "*",
+              let hostValue = head.soleHostAndNoConnectionFields,
+              MessageRules.wireSize(head) <= maxHeadBytes,
+              case .success(let framing) = RequestFraming.of(head),
+              (try? acceptHost(hostValue, beside: [], in: interception)) != nil else { return nil }
+        let rules = interception.policy.spec.headers
+        return forwarded(.block(MessageRules.forwardedBlock(from: head, hostHeader: hostValue, rules: rules, framing: framing)),
+                         framing: framing, in: interception)
+    }
+
+    /// The decision for a request inside `interception` routed on the
+    /// app's own head (its bytes, its block), going up as `upstreamHead`.
+    private static func forwarded(_ upstreamHead: UpstreamRequestHead, framing: RequestFraming, in interception: Interception) -> RoutingDecision {
+        let route = Route(plan: interception.routes.plan(for: interception), upstreamHead: upstreamHead, framing: framing,
+                          responseTimeout: TimeAmount(interception.policy.spec.responseTimeout))
         return RoutingDecision(host: interception.host, policy: interception.policy, result: .success(route), framing: framing,
                                identity: interception.identity)
     }

@@ -147,10 +147,15 @@ final class UpstreamConnection: @unchecked Sendable {
     var isWritable: Bool { channel.isWritable }
 
     /// An exchange's head: one forwarded as the app's bytes goes to an
-    /// HTTP/1.1 connection's writer as those bytes, edited; an HTTP/2
-    /// stream is sent it whole. (An HTTP/1.1 connection serves exchanges of
+    /// HTTP/1.1 connection's writer as those bytes, edited; one forwarded as
+    /// an app's HTTP/2 block goes to an HTTP/2 stream as that block, edited;
+    /// any other is sent whole. (An HTTP/1.1 connection serves exchanges of
     /// its own event loop only, so the writer is called on it.)
     func writeHead(_ head: UpstreamRequestHead) {
+        if let block = head.block, let streamAdapter, channel.eventLoop.inEventLoop {
+            handler?.sent?.sent(block.app.method)
+            if streamAdapter.sendForwarded(block) { return }
+        }
         guard let forwarded = head.forwarded, let writer = handler?.writer else {
             return write(.head(head.whole))
         }

@@ -66,20 +66,34 @@ final class UpstreamHTTP2StreamAdapter: ChannelDuplexHandler {
         return true
     }
 
+    /// An app's HTTP/2 head forwarded as its block, edited, in place of a
+    /// head made whole and turned back into a block; false when the adapter
+    /// is not (or no longer) in a pipeline, and the head must go whole.
+    func sendForwarded(_ head: ForwardedRequestBlock) -> Bool {
+        guard let context else { return false }
+        sendHead(method: head.app.method, promise: nil, context: context) { try head.upstreamBlock(scheme: "https") }
+        return true
+    }
+
+    private func sendHead(method: HTTPMethod, promise: EventLoopPromise<Void>?, context: ChannelHandlerContext,
+                          block makeBlock: () throws -> HPACKHeaders) {
+        let block: HPACKHeaders
+        do {
+            block = try makeBlock()
+        } catch {
+            promise?.fail(error)
+            context.fireErrorCaught(error)
+            return
+        }
+        response = .awaitingHead(request: method)
+        pending.write(on: context)
+        pending.hold(.headers(.init(headers: block)), promise: promise)
+    }
+
     private func send(_ part: HTTPClientRequestPart, promise: EventLoopPromise<Void>?, context: ChannelHandlerContext) {
         switch part {
         case .head(let head):
-            let block: HPACKHeaders
-            do {
-                block = try HTTP2HeaderBlocks.requestBlock(head, scheme: "https")
-            } catch {
-                promise?.fail(error)
-                context.fireErrorCaught(error)
-                return
-            }
-            response = .awaitingHead(request: head.method)
-            pending.write(on: context)
-            pending.hold(.headers(.init(headers: block)), promise: promise)
+            sendHead(method: head.method, promise: promise, context: context) { try HTTP2HeaderBlocks.requestBlock(head, scheme: "https") }
         case .body(let body):
             pending.write(on: context)
             pending.hold(.data(.init(data: body)), promise: promise)

@@ -10,6 +10,8 @@ MODE:
   idle          no stream at all
   host-only     one GET with `host` and no `:authority`, then no stream
   no-authority  one GET with neither `host` nor `:authority`, then no stream
+  sensitive     one GET with `authorization` sent never-indexed (HPACK, RFC
+                7541 §7.1.3), read until its response's head arrives
 
 Then, in every mode, it reads what the proxy sends (answering PINGs, as
 HTTP/2 asks, so a graceful GOAWAY can finish) until the proxy ends the
@@ -17,8 +19,10 @@ connection or WAIT seconds pass; then, in the first two modes, it tries to
 write 32 MiB more (PING frames) and counts what the proxy accepted before
 the write failed.
 Prints one JSON line:
-  {"status": response status or 0, "goaways": [error codes], "resets": [RST_STREAM
-   error codes], "end": "eof" | "reset" | "timeout", "sentAfter": bytes written after the end}
+  {"status": response status or 0, "neverIndexed": [names of the response
+   head's fields that came never-indexed], "goaways": [error codes], "resets":
+   [RST_STREAM error codes], "end": "eof" | "reset" | "timeout" | "answered",
+   "sentAfter": bytes written after the end}
 """
 import json
 import select
@@ -30,11 +34,12 @@ import time
 import h2.config
 import h2.connection
 import h2.events
+from hpack import NeverIndexedHeaderTuple
 from hyperframe.frame import Frame, GoAwayFrame, HeadersFrame, PingFrame, RstStreamFrame
 
 port, host, cafile, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 wait = float(sys.argv[5]) if len(sys.argv) > 5 else 15.0
-result = {"status": 0, "goaways": [], "resets": [], "end": "timeout", "sentAfter": 0}
+result = {"status": 0, "neverIndexed": [], "goaways": [], "resets": [], "end": "timeout", "sentAfter": 0}
 
 raw = socket.create_connection(("127.0.0.1", port), timeout=10)
 raw.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" % (host, host)).encode())
@@ -89,9 +94,12 @@ def take(data):
         elif frame.type == 0x4 and "ACK" not in frame.flags:  # SETTINGS
             tls.sendall(b"\x00\x00\x00\x04\x01\x00\x00\x00\x00")
         elif isinstance(frame, HeadersFrame) and not result["status"]:
-            for name, value in conn.decoder.decode(frame.data):
+            for field in conn.decoder.decode(frame.data):
+                name, value = field[0], field[1]
                 if name in (b":status", ":status"):
                     result["status"] = int(value)
+                if isinstance(field, NeverIndexedHeaderTuple):
+                    result["neverIndexed"].append(name.decode() if isinstance(name, bytes) else name)
 
 
 def receive(timeout):
@@ -138,6 +146,10 @@ try:
         # h2 will not send this head, so the frame is built here (END_STREAM | END_HEADERS).
         block = conn.encoder.encode([(":method", "GET"), (":scheme", "https"), (":path", "/no-authority")])
         tls.sendall(frame(0x1, 0x5, 1, block))
+    elif mode == "sensitive":
+        conn.send_headers(1, [(":method", "GET"), (":scheme", "https"), (":path", "/sensitive"), (":authority", host),
+                              NeverIndexedHeaderTuple("authorization", "Bearer app-secret"), ("accept", "*/*")], end_stream=True)
+        tls.sendall(conn.data_to_send())
     elif mode != "idle":
         raise SystemExit("unknown mode " + mode)
 except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
@@ -151,6 +163,8 @@ while not end and time.monotonic() < deadline:
             take(data)
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
             end = "reset"
+    if mode == "sensitive" and result["status"]:
+        end = end or "answered"
 result["end"] = end or "timeout"
 
 # Whatever the proxy still takes now, it takes after it said the connection was over.
