@@ -152,9 +152,9 @@ final class UpstreamConnection: @unchecked Sendable {
     /// any other is sent whole. (An HTTP/1.1 connection serves exchanges of
     /// its own event loop only, so the writer is called on it.)
     func writeHead(_ head: UpstreamRequestHead) {
-        if let block = head.block, let streamAdapter, channel.eventLoop.inEventLoop {
+        if let block = head.block, let streamAdapter, channel.eventLoop.inEventLoop, streamAdapter.sendForwarded(block) {
             handler?.sent?.sent(block.app.method)
-            if streamAdapter.sendForwarded(block) { return }
+            return
         }
         guard let forwarded = head.forwarded, let writer = handler?.writer else {
             return write(.head(head.whole))

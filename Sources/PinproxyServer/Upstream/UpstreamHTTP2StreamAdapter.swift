@@ -6,11 +6,12 @@ import NIOHTTP2
 /// The upstream edge of one h2 stream an exchange holds: its request parts
 /// become frame payloads and the server's frames become response parts,
 /// directly, where swift-nio-http2's `HTTP2FramePayloadToHTTP1ClientCodec`
-/// stood (the same frames and the same heads: the request's head converted
-/// once, `HTTP2HeaderBlocks`; the response's kept as its block,
+/// stood (the same frames and the same heads: an h2 app's request head sent
+/// as the app's block edited, `sendForwarded`, any other converted once,
+/// `HTTP2HeaderBlocks`; the response's kept as its block,
 /// `HTTP2ResponseBlock`, and made whole only for what reads it whole).
-/// `NIOHTTP2Handler` validates both directions'
-/// blocks, and the DATA against `content-length`, before and after this.
+/// `NIOHTTP2Handler` validates both directions' blocks, and the DATA
+/// against `content-length`, before and after this.
 ///
 /// The request's last frame is held until the next part, a flush or the
 /// end, so that END_STREAM rides on it (a bodiless request is one HEADERS
