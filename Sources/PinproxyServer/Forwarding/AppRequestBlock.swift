@@ -2,8 +2,8 @@ import NIOHPACK
 import NIOHTTP1
 
 /// An app's request on an HTTP/2 stream as the header block it came in,
-/// its pseudo-headers read and checked (`HTTP2HeaderBlocks.requestHead`'s
-/// checks, the same refusals). The exchange routes it and an HTTP/2
+/// its pseudo-headers read and checked (the refusals a head made whole from
+/// it had). The exchange routes it and an HTTP/2
 /// upstream is sent it edited (`ForwardedRequestBlock`), without the head
 /// made whole and turned back into a block (issue 33, as
 /// `HTTP2ResponseBlock` is for responses). `whole` is that head, field for

@@ -73,10 +73,6 @@ struct UpstreamRequestHead: UpstreamFieldEditing {
     var whole: HTTPRequestHead {
         wholeHead ?? forwarded?.whole ?? block!.whole
     }
-
-    var method: HTTPMethod {
-        wholeHead?.method ?? forwarded?.app.method ?? block!.app.method
-    }
 }
 
 /// An app's HTTP/1.1 request head forwarded as its bytes: its request line
