@@ -120,28 +120,6 @@ struct AppRequestBlock: Equatable {
         return whole.isKeepAlive
     }
 
-    /// The whole head's one `Host` value, when it has exactly one and no
-    /// `Connection` or `Upgrade` field (the shape `RequestRouter.routeBlock`
-    /// takes); nil otherwise.
-    var soleHostAndNoConnectionFields: String? {
-        var host: String?
-        var hosts = 0
-        var plain = true
-        forEachField { name, value, _ in
-            switch name.utf8.count {
-            case 4 where MessageRules.asciiEqualsIgnoringCase(name, "host"):
-                hosts += 1
-                host = value
-            case 7 where MessageRules.asciiEqualsIgnoringCase(name, "upgrade"),
-                 10 where MessageRules.asciiEqualsIgnoringCase(name, "connection"):
-                plain = false
-            default:
-                break
-            }
-        }
-        return plain && hosts == 1 ? host : nil
-    }
-
     /// NIO's head for the same request, as its HTTP/1 codec made it.
     var whole: HTTPRequestHead {
         var headers = HTTPHeaders()

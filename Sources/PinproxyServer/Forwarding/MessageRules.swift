@@ -91,14 +91,6 @@ enum MessageRules {
         return size + 2
     }
 
-    /// The same for an HTTP/2 stream's head kept as its block: the size of
-    /// the whole head it stands for.
-    static func wireSize(_ head: AppRequestBlock) -> Int {
-        var size = head.method.rawValue.utf8.count + head.path.utf8.count + 12
-        head.forEachField { name, value, _ in size += name.utf8.count + value.utf8.count + 4 }
-        return size + 2
-    }
-
     /// How many `Host` fields the head has, and the first one's value,
     /// without building the array `headers["host"]` would.
     static func hostFields(_ headers: HTTPHeaders) -> (count: Int, first: String?) {

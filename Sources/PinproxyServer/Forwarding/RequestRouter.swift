@@ -254,13 +254,44 @@ enum RequestRouter {
     /// routes the same blocks both ways).
     private static func routeBlock(_ head: AppRequestBlock, in interception: Interception, maxHeadBytes: Int) -> RoutingDecision? {
         guard head.method != .CONNECT, head.path.utf8.first == UInt8(ascii: "/") || head.path == "*",
-              let hostValue = head.soleHostAndNoConnectionFields,
-              MessageRules.wireSize(head) <= maxHeadBytes,
+              let shape = BlockShape(head), shape.wireSize <= maxHeadBytes,
               case .success(let framing) = RequestFraming.of(head),
-              (try? acceptHost(hostValue, beside: [], in: interception)) != nil else { return nil }
+              (try? acceptHost(shape.hostValue, beside: [], in: interception)) != nil else { return nil }
         let rules = interception.policy.spec.headers
-        return forwarded(.block(MessageRules.forwardedBlock(from: head, hostHeader: hostValue, rules: rules, framing: framing)),
+        return forwarded(.block(MessageRules.forwardedBlock(from: head, hostHeader: shape.hostValue, rules: rules, framing: framing)),
                          framing: framing, in: interception)
+    }
+
+    /// What `routeBlock` reads off an HTTP/2 head's fields (the whole head's,
+    /// `AppRequestBlock.forEachField`) in one pass: its size on the wire as
+    /// `MessageRules.wireSize` counts the whole head, and its one Host value.
+    /// Nil: several Hosts or none, or a `Connection` or `Upgrade` field.
+    private struct BlockShape {
+        var wireSize: Int
+        var hostValue: String
+
+        init?(_ head: AppRequestBlock) {
+            var size = head.method.rawValue.utf8.count + head.path.utf8.count + 12
+            var host: String?
+            var hosts = 0
+            var plain = true
+            head.forEachField { name, value, _ in
+                size += name.utf8.count + value.utf8.count + 4
+                switch name.utf8.count {
+                case 4 where MessageRules.asciiEqualsIgnoringCase(name, "host"):
+                    hosts += 1
+                    host = value
+                case 7 where MessageRules.asciiEqualsIgnoringCase(name, "upgrade"),
+                     10 where MessageRules.asciiEqualsIgnoringCase(name, "connection"):
+                    plain = false
+                default:
+                    break
+                }
+            }
+            guard plain, hosts == 1, let host else { return nil }
+            wireSize = size + 2
+            hostValue = host
+        }
     }
 
     /// The decision for a request inside `interception` routed on the
