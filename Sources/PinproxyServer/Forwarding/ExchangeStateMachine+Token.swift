@@ -7,11 +7,23 @@ import PinproxyPolicy
 /// one replay with a fresh token after the upstream refuses it with 401.
 extension ExchangeStateMachine {
     /// What `TokenAttachment` decides for the exchange an upstream is being
-    /// acquired for, given that connection's pin verdict (nil: none is).
-    func tokenDecision(verdict: PinVerdict?, plan: DialPlan, connectIdentity: String?) -> TokenAttachment.Decision? {
-        guard case .acquiring(let exchange, _) = state else { return nil }
-        return TokenAttachment.decide(policy: plan.policy, verdict: verdict, method: exchange.method, tls: plan.tls,
+    /// acquired for, under its route's plan, given that connection's pin
+    /// verdict (nil: none is). Nil when nothing is being acquired.
+    ///
+    /// `mutating` though it changes nothing: the exchange handler calls it
+    /// on its machine in place, where a non-mutating call first copied the
+    /// whole machine (about eight retains and releases a request, issue 33).
+    mutating func tokenDecision(verdict: PinVerdict?, connectIdentity: String?) -> TokenAttachment.Decision? {
+        guard case .acquiring(let exchange, let route) = state else { return nil }
+        return TokenAttachment.decide(policy: route.plan.policy, verdict: verdict, method: exchange.method, tls: route.plan.tls,
                                       identity: exchange.identity ?? connectIdentity)
+    }
+
+    /// The plan of the upstream being acquired (nil when none is), for a
+    /// warning about the token.
+    var acquiringPlan: DialPlan? {
+        guard case .acquiring(_, let route) = state else { return nil }
+        return route.plan
     }
 
     /// The credential's token arrived for the connection held meanwhile.

@@ -54,33 +54,35 @@ extension HTTPExchangeHandler {
         // without the pool (same policy, host, port and TLS: the same key).
         if let connection = takeParked() {
             if connection.key == plan.poolKey {
-                return acquired(.success((connection, true)), plan: plan, context: context)
+                return acquired(.success((connection, true)), context: context)
             }
             services.pool.release(connection, idleSince: parkedAt)
         }
+        // `acquired` reads the plan from the machine, which holds it until
+        // then: the callbacks below capture no copy of it.
         // A session's next stream, on room it kept on an HTTP/2 connection: without the pool.
         if let connection = interception?.streamRoom.take(for: plan.poolKey, pool: services.pool) {
-            return services.upstreams.openStream(on: connection, policy: plan.policy) { self.acquired($0, plan: plan, context: context) }
+            return services.upstreams.openStream(on: connection, policy: plan.policy) { self.acquired($0, context: context) }
         }
         switch services.upstreams.checkoutNow(plan, on: context.eventLoop) {
         case .pooled(let connection):
-            acquired(.success((connection, true)), plan: plan, context: context)
+            acquired(.success((connection, true)), context: context)
         case .stream(let connection):
-            services.upstreams.openStream(on: connection, policy: plan.policy) { self.acquired($0, plan: plan, context: context) }
+            services.upstreams.openStream(on: connection, policy: plan.policy) { self.acquired($0, context: context) }
         case .pending(let future):
-            future.assumeIsolated().whenComplete { self.acquired($0, plan: plan, context: context) }
+            future.assumeIsolated().whenComplete { self.acquired($0, context: context) }
         }
     }
 
-    func acquired(_ result: Result<UpstreamCheckout.CheckedOut, any Error>, plan: DialPlan, context: ChannelHandlerContext) {
+    func acquired(_ result: Result<UpstreamCheckout.CheckedOut, any Error>, context: ChannelHandlerContext) {
         switch result {
         case .failure(let error):
             execute(machine.upstreamFailed(error), context: context)
         case .success(let (connection, reused)):
             let verdict = connection.pinEvaluation?.verdict
-            let decision = machine.tokenDecision(verdict: verdict, plan: plan, connectIdentity: interception?.identity)
+            let decision = machine.tokenDecision(verdict: verdict, connectIdentity: interception?.identity)
                 ?? TokenAttachment.Decision(authorization: .untouched)  // nothing acquiring: the machine gives it back
-            if let reason = decision.withheldBecause {
+            if let reason = decision.withheldBecause, let plan = machine.acquiringPlan {
                 services.logger.warning("bearer token not attached", metadata: [
                     "host": "\(plan.host)", "policy": "\(plan.policy?.metricLabel ?? "_none")", "reason": "\(reason)",
                 ])

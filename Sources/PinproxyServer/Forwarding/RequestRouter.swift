@@ -48,21 +48,32 @@ struct RoutingDecision {
 /// The pure part of the request path: a request head and the policies in
 /// force in, a `RoutingDecision` out. No I/O, no clock.
 enum RequestRouter {
-    /// The intercepted session a request arrived in, if any.
-    struct Interception {
-        var host: String
-        var port: Int
-        var policy: HostPolicy
+    /// The intercepted session a request arrived in, if any: fixed when the
+    /// session is installed. A class, because every request and HTTP/2
+    /// stream of the session holds it, and each copy of a struct retained
+    /// its five references (issue 33).
+    final class Interception: Sendable {
+        let host: String
+        let port: Int
+        let policy: HostPolicy
         /// The identity the CONNECT proved; it applies to every request inside.
-        var identity: String? = nil
+        let identity: String?
         /// Opened by the transparent listener (the access line's mode says so).
-        var transparent = false
+        let transparent: Bool
         /// What this session's requests proved already (one per session,
         /// shared by its HTTP/2 streams).
-        var routes = SessionRouteCache()
+        let routes = SessionRouteCache()
         /// The room its ended HTTP/2 upstream streams keep for its next
         /// requests (one per session, shared by its HTTP/2 streams).
-        var streamRoom = SessionStreamRoom()
+        let streamRoom = SessionStreamRoom()
+
+        init(host: String, port: Int, policy: HostPolicy, identity: String? = nil, transparent: Bool = false) {
+            self.host = host
+            self.port = port
+            self.policy = policy
+            self.identity = identity
+            self.transparent = transparent
+        }
     }
 
     /// `client` is what the request's credential established (absolute-form
