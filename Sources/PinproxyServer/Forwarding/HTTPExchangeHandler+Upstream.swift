@@ -79,7 +79,7 @@ extension HTTPExchangeHandler {
         case .failure(let error):
             execute(machine.upstreamFailed(error), context: context)
         case .success(let (connection, reused)):
-            let verdict = connection.pinEvaluation?.verdict
+            let verdict = connection.pinVerdict
             let decision = machine.tokenDecision(verdict: verdict, connectIdentity: interception?.identity)
                 ?? TokenAttachment.Decision(authorization: .untouched)  // nothing acquiring: the machine gives it back
             if let reason = decision.withheldBecause, let plan = machine.acquiringPlan {

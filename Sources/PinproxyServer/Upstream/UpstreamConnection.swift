@@ -30,8 +30,15 @@ final class UpstreamConnection: @unchecked Sendable {
     let channel: any Channel
     let key: UpstreamPool.Key
     /// The pin verdict of this connection's handshake (nil without TLS).
-    let pinEvaluation: PinEvaluation?
-    let handshake: TLSHandshakeInfo?
+    /// A stream's are its connection's, read from `parent` when asked:
+    /// copied into each stream they cost a dozen retains a stream for what
+    /// is read at most once (issue 33).
+    var pinEvaluation: PinEvaluation? { parent?.connectionPinEvaluation ?? connectionPinEvaluation }
+    var handshake: TLSHandshakeInfo? { parent?.connectionHandshake ?? connectionHandshake }
+    /// The evaluation's verdict alone, without a copy of the chain it saw.
+    var pinVerdict: PinVerdict? { parent?.connectionPinEvaluation?.verdict ?? connectionPinEvaluation?.verdict }
+    private let connectionPinEvaluation: PinEvaluation?
+    private let connectionHandshake: TLSHandshakeInfo?
     /// The address actually dialled.
     let remoteAddress: String
     /// The HTTP/1 view: the connection's (HTTP/1.1) or the stream's. Nil on an HTTP/2 connection.
@@ -67,8 +74,8 @@ final class UpstreamConnection: @unchecked Sendable {
         self.streamAdapter = nil
         self.parking = UpstreamParking()
         self.streamRoom = nil
-        self.pinEvaluation = pinEvaluation
-        self.handshake = handshake
+        self.connectionPinEvaluation = pinEvaluation
+        self.connectionHandshake = handshake
         self.remoteAddress = channel.remoteAddress?.hostPort ?? "?"
     }
 
@@ -83,8 +90,8 @@ final class UpstreamConnection: @unchecked Sendable {
         self.streamAdapter = adapter
         self.parking = nil
         self.streamRoom = nil
-        self.pinEvaluation = parent.pinEvaluation
-        self.handshake = parent.handshake
+        self.connectionPinEvaluation = nil
+        self.connectionHandshake = nil
         self.remoteAddress = parent.remoteAddress
     }
 
@@ -99,8 +106,8 @@ final class UpstreamConnection: @unchecked Sendable {
         self.streamAdapter = nil
         self.parking = nil
         self.streamRoom = UpstreamStreamRoom()
-        self.pinEvaluation = pinEvaluation
-        self.handshake = handshake
+        self.connectionPinEvaluation = pinEvaluation
+        self.connectionHandshake = handshake
         self.remoteAddress = channel.remoteAddress?.hostPort ?? "?"
     }
 

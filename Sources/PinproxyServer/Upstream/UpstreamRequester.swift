@@ -44,7 +44,7 @@ final class UpstreamRequester: Sendable {
             .flatMap { connection in
                 // A token must only travel over a connection whose pins matched (or
                 // whose mismatch is inside a declared transition window).
-                if let verdict = connection.pinEvaluation?.verdict, !verdict.permitsTokenAttachment(attachUnpinned: false) {
+                if let verdict = connection.pinVerdict, !verdict.permitsTokenAttachment(attachUnpinned: false) {
                     services.pool.release(connection)
                     return loop.makeFailedFuture(ProxyError(.pinMismatch, host: host,
                         detail: "the pins of \(host) did not match (\(verdict.metricLabel)): pinproxy sends it no secret"))
