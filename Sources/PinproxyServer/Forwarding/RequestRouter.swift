@@ -66,6 +66,10 @@ enum RequestRouter {
         /// The room its ended HTTP/2 upstream streams keep for its next
         /// requests (one per session, shared by its HTTP/2 streams).
         let streamRoom = SessionStreamRoom()
+        /// Where the session's requests go: its CONNECT's host and port under
+        /// its policy, the same for every request, so made once (each plan
+        /// made anew was an array of targets per request, issue 33).
+        let plan: DialPlan
 
         init(host: String, port: Int, policy: HostPolicy, identity: String? = nil, transparent: Bool = false) {
             self.host = host
@@ -73,6 +77,7 @@ enum RequestRouter {
             self.policy = policy
             self.identity = identity
             self.transparent = transparent
+            plan = DialPlan(host: host, port: port, tls: true, policy: policy)
         }
     }
 
@@ -205,7 +210,7 @@ enum RequestRouter {
         }
         let spec = interception.policy.spec
         return Route(
-            plan: interception.routes.plan(for: interception),
+            plan: interception.plan,
             upstreamHead: .whole(MessageRules.upstreamHead(from: head, target: originForm, hostHeader: hostValue, rules: spec.headers,
                                                            framing: framing)),
             framing: framing,
@@ -308,7 +313,7 @@ enum RequestRouter {
     /// The decision for a request inside `interception` routed on the
     /// app's own head (its bytes, its block), going up as `upstreamHead`.
     private static func forwarded(_ upstreamHead: UpstreamRequestHead, framing: RequestFraming, in interception: Interception) -> RoutingDecision {
-        let route = Route(plan: interception.routes.plan(for: interception), upstreamHead: upstreamHead, framing: framing,
+        let route = Route(plan: interception.plan, upstreamHead: upstreamHead, framing: framing,
                           responseTimeout: TimeAmount(interception.policy.spec.responseTimeout))
         return RoutingDecision(host: interception.host, policy: interception.policy, result: .success(route), framing: framing,
                                identity: interception.identity)

@@ -16,20 +16,6 @@ final class SessionRouteCache: @unchecked Sendable {
     /// so a cache in the handler was a recorder, a host-series lookup and a
     /// requests-series lookup per stream (issue 33).
     private var traffic: (policy: HostPolicy?, recorder: any TrafficRecorder)?
-    /// Where the session's requests go: its CONNECT's host and port under its
-    /// policy, the same for every request, so made once (each plan made anew
-    /// was an array of targets per request, issue 33).
-    private var dialPlan: DialPlan?
-
-    func plan(for interception: RequestRouter.Interception) -> DialPlan {
-        if let dialPlan, dialPlan.policy === interception.policy, dialPlan.host == interception.host,
-           dialPlan.port == interception.port {
-            return dialPlan
-        }
-        let plan = DialPlan(host: interception.host, port: interception.port, tls: true, policy: interception.policy)
-        dialPlan = plan
-        return plan
-    }
 
     /// The recorder for `policy`'s series, made by `resolve` once (again only
     /// if a request of the session ends under another policy: a malformed
