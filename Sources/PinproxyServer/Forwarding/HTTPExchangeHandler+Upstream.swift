@@ -49,6 +49,8 @@ extension HTTPExchangeHandler {
         services.pool.release(connection, idleSince: parkedAt)
     }
 
+    /// `acquired` reads the plan from the machine, which holds it until
+    /// then: none of the callbacks here captures a copy of it.
     func acquire(_ plan: DialPlan, context: ChannelHandlerContext) {
         // The common keep-alive request: the connection the last one used,
         // without the pool (same policy, host, port and TLS: the same key).
@@ -58,8 +60,6 @@ extension HTTPExchangeHandler {
             }
             services.pool.release(connection, idleSince: parkedAt)
         }
-        // `acquired` reads the plan from the machine, which holds it until
-        // then: the callbacks below capture no copy of it.
         // A session's next stream, on room it kept on an HTTP/2 connection: without the pool.
         if let connection = interception?.streamRoom.take(for: plan.poolKey, pool: services.pool) {
             return services.upstreams.openStream(on: connection, policy: plan.policy) { self.acquired($0, context: context) }
