@@ -56,7 +56,11 @@ struct PipelineHandlerTests {
     static func handshakeInfo() throws -> TLSHandshakeInfo {
         let (proxy, app) = try PipelineBuilderTests.session(offering: nil)
         defer { app.finish() }
-        return try #require(try proxy.channel.pipeline.syncOperations.handler(type: TLSHandler.self).handshakeInfo)
+        // The proxy finishes its channel when it goes, which may be right
+        // after its last use: keep it until the info has been read.
+        return try withExtendedLifetime(proxy) {
+            try #require(try proxy.channel.pipeline.syncOperations.handler(type: TLSHandler.self).handshakeInfo)
+        }
     }
 
     @Test func theWatcherMakesTheConnectionReadyWithTheHandshake() throws {
