@@ -33,6 +33,12 @@ static inline int CPinproxy_SSL_CTX_set_max_proto_version(SSL_CTX *ctx, int vers
 static inline long CPinproxy_SSL_CTX_set_mode(SSL_CTX *ctx, long mode) {
     return SSL_CTX_set_mode(ctx, mode);
 }
+static inline long CPinproxy_SSL_set_mode(SSL *ssl, long mode) {
+    return SSL_set_mode(ssl, mode);
+}
+static inline long CPinproxy_SSL_clear_mode(SSL *ssl, long mode) {
+    return SSL_clear_mode(ssl, mode);
+}
 static inline long CPinproxy_SSL_CTX_set_session_cache_mode(SSL_CTX *ctx, long mode) {
     return SSL_CTX_set_session_cache_mode(ctx, mode);
 }

@@ -205,6 +205,21 @@ final class TLSConnection {
         return .failed(.protocolFailure(OpenSSLErrorQueue.drainReason(or: "SSL_write failed (\(SSL_get_error(ssl, result)))")))
     }
 
+    /// Whether OpenSSL keeps its record buffers (a read and a write buffer
+    /// of a record each, about 34 KiB) between records, or frees them as
+    /// soon as they are empty and takes them again for the next record (the
+    /// context's `SSL_MODE_RELEASE_BUFFERS`).
+    func keepBuffers(_ keep: Bool) {
+        let mode = Int(SSL_MODE_RELEASE_BUFFERS)
+        _ = keep ? CPinproxy_SSL_clear_mode(ssl, mode) : CPinproxy_SSL_set_mode(ssl, mode)
+    }
+
+    /// Gives the record buffers back now. False, and nothing freed, while
+    /// either holds part of a record (OpenSSL frees it once it is empty).
+    func releaseBuffers() -> Bool {
+        SSL_free_buffers(ssl) == 1
+    }
+
     /// Queues our close_notify.
     func shutdown() {
         OpenSSLErrorQueue.clear()

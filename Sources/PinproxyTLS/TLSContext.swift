@@ -83,7 +83,9 @@ public final class TLSContext: @unchecked Sendable {
         var options = CPinproxy_SSL_OP_NO_RENEGOTIATION() | CPinproxy_SSL_OP_CIPHER_SERVER_PREFERENCE()
         if !c.sessionResumption { options |= CPinproxy_SSL_OP_NO_TICKET() }
         SSL_CTX_set_options(ref, options)
-        // Idle connections keep no read/write buffers (memory per idle connection).
+        // Idle connections keep no read/write buffers (memory per idle
+        // connection). A busy one keeps them while it stays busy
+        // (`TLSHandler`, `RecordBufferKeeping`).
         _ = CPinproxy_SSL_CTX_set_mode(ref, Int(SSL_MODE_RELEASE_BUFFERS))
     }
 

@@ -49,6 +49,15 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// write (the first response, an HTTP/2 preface), so it costs no write
     /// and no wake-up of the client of its own.
     private var ticketHeld = false
+    /// Whether this connection keeps OpenSSL's record buffers between
+    /// records; while it does, `bufferCheck` looks every
+    /// `RecordBufferKeeping.quietInterval` whether it is still busy.
+    private var bufferKeeping = RecordBufferKeeping()
+    private var bufferCheck: Scheduled<Void>?
+    /// Whether the buffers are kept now (tests).
+    var keepsRecordBuffers: Bool { bufferKeeping.keeping }
+    /// How often this connection gave kept buffers back (tests).
+    private(set) var buffersReleased = 0
 
     /// What the handshake settled, once it has.
     public private(set) var handshakeInfo: TLSHandshakeInfo?
@@ -95,6 +104,10 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
+    public func handlerRemoved(context: ChannelHandlerContext) {
+        stopBufferChecks()
+    }
+
     public func channelActive(context: ChannelHandlerContext) {
         context.fireChannelActive()
         startHandshake(context: context)
@@ -113,6 +126,7 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
             break
         }
         state = .closed
+        stopBufferChecks()
         failBufferedWrites(with: ChannelError.ioOnClosedChannel)
         closePromise?.succeed()
         closePromise = nil
@@ -227,6 +241,7 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
             handshakeStep(context: context)
         case .active, .outputClosed:
             connection.feed(ciphertext)
+            recordsMoved(context: context)
             decryptAvailable(context: context)
         }
     }
@@ -408,6 +423,7 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func writeCiphertext(context: ChannelHandlerContext, promise: EventLoopPromise<Void>?) {
         ticketHeld = false
         if let ciphertext = connection.drainCiphertext() {
+            recordsMoved(context: context)
             context.writeAndFlush(wrapOutboundOut(ciphertext), promise: promise)
         } else {
             promise?.succeed()
@@ -470,6 +486,49 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
             deadline.cancel()
             context.close(promise: promise)
         }
+    }
+
+    // MARK: Record buffers
+
+    private func recordsMoved(context: ChannelHandlerContext) {
+        switch state {
+        case .active, .outputClosed, .inputClosed:
+            break
+        case .idle, .handshaking, .awaitingCertificate, .closing, .closed:
+            return  // a handshake's flights do not make a connection busy
+        }
+        let loop = context.eventLoop
+        guard bufferKeeping.recordMoved(now: { loop.now }) else { return }
+        connection.keepBuffers(true)
+        scheduleBufferCheck(context: context)
+    }
+
+    private func scheduleBufferCheck(context: ChannelHandlerContext) {
+        bufferCheck = context.eventLoop.assumeIsolated().scheduleTask(in: RecordBufferKeeping.quietInterval) {
+            self.checkBuffers(context: context)
+        }
+    }
+
+    private func checkBuffers(context: ChannelHandlerContext) {
+        bufferCheck = nil
+        switch state {
+        case .active, .outputClosed, .inputClosed:
+            break
+        case .idle, .handshaking, .awaitingCertificate, .closing, .closed:
+            return  // ending: SSL_free takes the buffers with the rest
+        }
+        if bufferKeeping.check() {
+            scheduleBufferCheck(context: context)
+            return
+        }
+        connection.keepBuffers(false)
+        // Part of a record may still wait in them: OpenSSL frees them once it has gone through.
+        if connection.releaseBuffers() { buffersReleased += 1 }
+    }
+
+    private func stopBufferChecks() {
+        bufferCheck?.cancel()
+        bufferCheck = nil
     }
 
     // MARK: Failure
