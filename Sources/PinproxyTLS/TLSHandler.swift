@@ -490,13 +490,20 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     // MARK: Record buffers
 
-    private func recordsMoved(context: ChannelHandlerContext) {
+    /// Past the handshake and not yet ending: where records carry the app's
+    /// data (a handshake's flights do not make a connection busy; at the
+    /// end, SSL_free takes the buffers with the rest).
+    private var carriesData: Bool {
         switch state {
         case .active, .outputClosed, .inputClosed:
-            break
+            return true
         case .idle, .handshaking, .awaitingCertificate, .closing, .closed:
-            return  // a handshake's flights do not make a connection busy
+            return false
         }
+    }
+
+    private func recordsMoved(context: ChannelHandlerContext) {
+        guard carriesData else { return }
         let loop = context.eventLoop
         guard bufferKeeping.recordMoved(now: { loop.now }) else { return }
         connection.keepBuffers(true)
@@ -511,12 +518,7 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func checkBuffers(context: ChannelHandlerContext) {
         bufferCheck = nil
-        switch state {
-        case .active, .outputClosed, .inputClosed:
-            break
-        case .idle, .handshaking, .awaitingCertificate, .closing, .closed:
-            return  // ending: SSL_free takes the buffers with the rest
-        }
+        guard carriesData else { return }
         if bufferKeeping.check() {
             scheduleBufferCheck(context: context)
             return
