@@ -504,8 +504,8 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func recordsMoved(context: ChannelHandlerContext) {
         guard carriesData else { return }
-        let loop = context.eventLoop
-        guard bufferKeeping.recordMoved(now: { loop.now }) else { return }
+        // The loop's clock, read only when the keeping asks for it (not per record).
+        guard bufferKeeping.recordMoved(now: { context.eventLoop.now }) else { return }
         connection.keepBuffers(true)
         scheduleBufferCheck(context: context)
     }
