@@ -1,8 +1,5 @@
 import ArgumentParser
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import PinproxyPolicy
 
 /// `pinproxy pins`: pins learned from traffic (docs/contract.md §13).
@@ -45,19 +42,20 @@ struct PinsSuggestCommand: AsyncParsableCommand {
     func run() async throws {
         let base = try admin ?? Self.adminURL(config: config)
         let url = base.hasSuffix("/") ? base + "policies" : base + "/policies"
-        guard let endpoint = URL(string: url), endpoint.host != nil else {
-            throw ValidationError("--admin must be a URL such as http://127.0.0.1:9090, not `\(base)`")
+        guard let endpoint = URL(string: url), endpoint.scheme?.lowercased() == "http", let endpointHost = endpoint.host,
+              !endpointHost.isEmpty else {
+            throw ValidationError("--admin must be the admin API's http:// URL, such as http://127.0.0.1:9090, not `\(base)`")
         }
         let hosts: [ObservedHost]
         do {
-            let (data, response) = try await URLSession.shared.data(from: endpoint)
-            let status = (response as? HTTPURLResponse)?.statusCode ?? 0
-            guard status == 200 else {
-                standardError("pinproxy pins suggest: \(url) answered HTTP \(status), not pinproxy's /policies document; is \(base) pinproxy's admin API?")
+            let answer = try await AdminRequest.get(host: endpointHost.trimmingCharacters(in: CharacterSet(charactersIn: "[]")),
+                                                    port: endpoint.port ?? 80, path: endpoint.path.isEmpty ? "/" : endpoint.path)
+            guard answer.status == 200 else {
+                standardError("pinproxy pins suggest: \(url) answered HTTP \(answer.status), not pinproxy's /policies document; is \(base) pinproxy's admin API?")
                 throw ExitCode(1)
             }
             do {
-                hosts = try ObservedReading.hosts(from: data)
+                hosts = try ObservedReading.hosts(from: Data(answer.body.readableBytesView))
             } catch {
                 standardError("pinproxy pins suggest: \(url) did not answer with pinproxy's /policies document (\(error)); is \(base) pinproxy's admin API?")
                 throw ExitCode(1)
@@ -65,8 +63,8 @@ struct PinsSuggestCommand: AsyncParsableCommand {
         } catch let exit as ExitCode {
             throw exit
         } catch {
-            // One sentence, not Foundation's error dump: what was asked, what happened, what to check.
-            standardError("pinproxy pins suggest: cannot read \(url): \(Self.reason(error)); is pinproxy running, "
+            // One sentence, not an error dump: what was asked, what happened, what to check.
+            standardError("pinproxy pins suggest: cannot read \(url): \((error as? AdminRequest.Failure)?.reason ?? "\(error)"); is pinproxy running, "
                           + "and is that its admin.listen (--admin URL or --config FILE)?")
             throw ExitCode(1)
         }
@@ -94,17 +92,6 @@ struct PinsSuggestCommand: AsyncParsableCommand {
         if host == "0.0.0.0" || host.isEmpty { host = "127.0.0.1" }
         if host == "::" { host = "::1" }
         return "http://\(PinproxyPolicy.HostPort.bracketed(host)):\(loaded.admin.listen.port)"
-    }
-
-    /// Why a request failed, in words.
-    static func reason(_ error: any Error) -> String {
-        guard let url = error as? URLError else { return "\(error.localizedDescription)" }
-        switch url.code {
-        case .cannotConnectToHost, .networkConnectionLost: return "nothing answers there (connection refused)"
-        case .timedOut: return "no answer in time"
-        case .cannotFindHost, .dnsLookupFailed: return "that host name does not resolve"
-        default: return url.localizedDescription
-        }
     }
 }
 

@@ -241,5 +241,22 @@ struct OperatorToolsTests {
         #expect(down.stderr.contains("cannot read http://127.0.0.1:1/policies: nothing answers there (connection refused); is pinproxy running"),
                 "\(down.stderr)")
         #expect(!down.stderr.contains("Domain="), "no NSError dump")
+
+        let https = try PinproxyBinary.run(["pins", "suggest", "--admin", "https://127.0.0.1:1"])
+        #expect(https.status != 0)
+        #expect(https.stderr.contains("--admin must be the admin API's http:// URL"), "\(https.stderr)")
+    }
+
+    /// The container image installs `libssl3` beside the binary (the Swift
+    /// runtime linked in) and nothing else: `pins suggest` asks the admin
+    /// API over NIO, so no process of pinproxy's loads `FoundationNetworking`
+    /// and the libcurl, Kerberos and LDAP libraries behind it.
+    @Test func theBinaryLinksNoFoundationNetworkingNorLibcurl() throws {
+        let ldd = try ChildProcess.runSeparately("/usr/bin/ldd", [PinproxyBinary.path])
+        #expect(ldd.status == 0, "\(ldd.stderr)")
+        #expect(ldd.stdout.contains("libssl.so.3"), "ldd lists the libraries: \(ldd.stdout)")
+        for library in ["libFoundationNetworking", "libcurl", "libgssapi_krb5", "libldap"] {
+            #expect(!ldd.stdout.contains(library), "\(library) linked: \(ldd.stdout)")
+        }
     }
 }
