@@ -1,6 +1,7 @@
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import PinproxyPolicy
 
 /// One GET to pinproxy's admin API (plain HTTP on `admin.listen`), for the
 /// operator commands that read a running pinproxy (`pins suggest`).
@@ -17,7 +18,7 @@ enum AdminRequest {
     }
 
     /// Why no answer came, in the words `pins suggest` prints.
-    enum Failure: Error, Equatable {
+    enum Failure: Error {
         case refused
         case timedOut
         case unresolved
@@ -62,7 +63,8 @@ enum AdminRequest {
             channel.close(promise: nil)
         }
         var headers = HTTPHeaders()
-        headers.add(name: "Host", value: port == 80 ? bracketed(host) : "\(bracketed(host)):\(port)")
+        let authority = PinproxyPolicy.HostPort.bracketed(host)
+        headers.add(name: "Host", value: port == 80 ? authority : "\(authority):\(port)")
         headers.add(name: "Accept", value: "application/json")
         headers.add(name: "Connection", value: "close")
         channel.write(HTTPClientRequestPart.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: path, headers: headers)),
@@ -79,10 +81,6 @@ enum AdminRequest {
         } catch {
             throw Failure.other("\(error)")
         }
-    }
-
-    private static func bracketed(_ host: String) -> String {
-        host.contains(":") ? "[\(host)]" : host
     }
 }
 
