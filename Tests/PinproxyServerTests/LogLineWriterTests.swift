@@ -237,6 +237,58 @@ struct LogLineWriterTests {
         })
     }
 
+    /// While the descriptor blocks, lines wait in a buffer that grows (up to
+    /// `maxPending`); once they are written, that storage is given back, not
+    /// kept for the life of the process.
+    @Test func aBufferThatGrewWhileTheDescriptorBlockedIsGivenBackOnceWritten() throws {
+        var ends: [Int32] = [0, 0]
+        #expect(pipe(&ends) == 0)
+        let (readEnd, writeEnd) = (ends[0], ends[1])
+        defer { close(readEnd) }
+        // The pipe full before the first line: the writer's first write blocks at once.
+        let flags = fcntl(writeEnd, F_GETFL)
+        _ = fcntl(writeEnd, F_SETFL, flags | O_NONBLOCK)
+        var filler = 0
+        let block = [UInt8](repeating: UInt8(ascii: "-"), count: 4_096)
+        while true {
+            let count = block.withUnsafeBytes { Foundation.write(writeEnd, $0.baseAddress, $0.count) }
+            if count <= 0 { break }
+            filler += count
+        }
+        _ = fcntl(writeEnd, F_SETFL, flags)
+        #expect(filler > 0)
+
+        // 6 MiB of lines (below the 8 MiB that makes appenders wait): whichever
+        // part the blocked writer took, the other has grown past 3 MiB.
+        let writer = TestWriters.make(fileDescriptor: writeEnd)
+        let line = String(repeating: "x", count: 1_023) + "\n"
+        let lines = 6 * (1 << 20) / 1_024
+        for _ in 0..<lines { writer.write(line) }
+
+        let expected = filler + lines * 1_024
+        let received = NIOLockedValueBox(0)
+        let drained = DispatchSemaphore(value: 0)
+        let reader = Thread {
+            var chunk = [UInt8](repeating: 0, count: 65_536)
+            var total = 0
+            while total < expected {
+                let count = read(readEnd, &chunk, chunk.count)
+                if count <= 0 { break }
+                total += count
+            }
+            received.withLockedValue { $0 = total }
+            drained.signal()
+        }
+        reader.start()
+        #expect(Self.returns { writer.flush() }, "flush() did not return")
+        #expect(drained.wait(timeout: .now() + 30) == .success, "the reader did not get every line")
+        #expect(received.withLockedValue { $0 } == expected, "every line was written")
+        // Kept, each buffer is at most `keptCapacity`; the grown one alone would be 4 MiB or more.
+        #expect(writer.retainedCapacity <= 2 * LogLineWriter.keptCapacity,
+                "a grown buffer was kept: \(writer.retainedCapacity) bytes")
+        close(writeEnd)
+    }
+
     /// A writer made and dropped at once (its thread not yet started) must not
     /// take the process down: the thread holds the writer, not `unowned`.
     @Test

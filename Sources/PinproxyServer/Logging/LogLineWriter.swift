@@ -13,7 +13,7 @@ import NIOCore
 /// hundreds of lines and no request pays for waking a thread. Lines are never
 /// dropped: if the descriptor blocks, the buffer grows up to `maxPending`,
 /// and past that the loggers wait, as a plain blocking write would have made
-/// them. `flush()` returns once everything appended before it is written; it
+/// them; once written, a buffer that grew so is given back. `flush()` returns once everything appended before it is written; it
 /// runs at exit.
 public final class LogLineWriter: @unchecked Sendable {
     /// Standard output, where `log.format: json` lines go.
@@ -27,6 +27,12 @@ public final class LogLineWriter: @unchecked Sendable {
 
     static let interval = 0.05
     static let batchBytes = 64 << 10
+    /// A buffer larger than this is given back once written (a fresh one of
+    /// `batchBytes` takes its place): it grew while the descriptor was slow,
+    /// up to `maxPending`. Under load the writer takes a batch somewhat later
+    /// than `batchBytes` fill it, so its buffers grow to a few hundred KiB
+    /// and are kept, not taken and freed for every batch.
+    static let keptCapacity = 1 << 20
 
     private let fileDescriptor: Int32
     private let maxPending: Int
@@ -38,6 +44,9 @@ public final class LogLineWriter: @unchecked Sendable {
     /// A `flush()` waits, or an urgent line came: write what is pending now,
     /// not at the next interval.
     private var writeSoon = false
+    /// The writer thread's batch's capacity after its last write (guarded by
+    /// `condition`), for `retainedCapacity`.
+    private var batchCapacity = 0
 
     init(fileDescriptor: Int32, maxPending: Int = 8 << 20) {
         self.fileDescriptor = fileDescriptor
@@ -136,11 +145,28 @@ public final class LogLineWriter: @unchecked Sendable {
             phase = .writing
             condition.unlock(withValue: phase)
             writeAll(batch)
-            batch.clear()  // keeps its storage: this buffer is the writer's alone
+            Self.emptyForReuse(&batch)  // the writer's alone: no lock
             condition.lock()
+            if pending.readableBytes == 0 { Self.emptyForReuse(&pending) }
+            batchCapacity = batch.capacity
             phase = writeSoon && pending.readableBytes > 0 ? .pending : .idle
             condition.unlock(withValue: phase)
         }
+    }
+
+    /// Empties a written (or empty) buffer for the next batch, keeping its
+    /// storage unless it grew past `keptCapacity`.
+    private static func emptyForReuse(_ buffer: inout ByteBuffer) {
+        guard buffer.capacity > keptCapacity else { return buffer.clear() }
+        buffer = ByteBuffer()
+        buffer.reserveCapacity(batchBytes)
+    }
+
+    /// The bytes of storage the two buffers keep between batches (tests).
+    var retainedCapacity: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return pending.capacity + batchCapacity
     }
 
     private func writeAll(_ bytes: ByteBuffer) {
