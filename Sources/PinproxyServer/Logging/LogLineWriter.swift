@@ -13,8 +13,8 @@ import NIOCore
 /// hundreds of lines and no request pays for waking a thread. Lines are never
 /// dropped: if the descriptor blocks, the buffer grows up to `maxPending`,
 /// and past that the loggers wait, as a plain blocking write would have made
-/// them; once written, a buffer that grew so is given back. `flush()` returns once everything appended before it is written; it
-/// runs at exit.
+/// them; once written, a buffer that grew so is given back. `flush()`
+/// returns once everything appended before it is written; it runs at exit.
 public final class LogLineWriter: @unchecked Sendable {
     /// Standard output, where `log.format: json` lines go.
     public static let standardOutput = LogLineWriter(fileDescriptor: STDOUT_FILENO)
