@@ -56,7 +56,7 @@ enum AdminRequest {
                 .connect(host: host, port: port).get()
         } catch {
             promise.fail(error)
-            throw Failure(connecting: error)
+            throw Failure(connecting: error, host: host, port: port)
         }
         let deadline = channel.eventLoop.scheduleTask(in: timeout) {
             promise.fail(Failure.timedOut)
@@ -85,35 +85,20 @@ enum AdminRequest {
 }
 
 extension AdminRequest.Failure {
-    /// A connection that never opened: refused, timed out, or a name with no address.
-    init(connecting error: any Error) {
-        switch error {
-        case let connection as NIOConnectionError:
-            if connection.connectionErrors.isEmpty && (connection.dnsAError != nil || connection.dnsAAAAError != nil) {
-                self = .unresolved
-            } else if connection.connectionErrors.contains(where: { Self.isRefusal($0.error) }) {
-                self = .refused
-            } else if connection.connectionErrors.contains(where: { Self.isTimeout($0.error) }) {
-                self = .timedOut
-            } else {
-                self = .other("\(connection)")
-            }
-        case let other where Self.isRefusal(other):
+    /// A connection that never opened: a name with no address, refused, or
+    /// timed out, in `pins suggest`'s words; anything else as `pin
+    /// --connect` words it (`ConnectFailure`), not as NIO's nested errors.
+    init(connecting error: any Error, host: String, port: Int) {
+        let attempts = (error as? NIOConnectionError).map { $0.connectionErrors.map(\.error) } ?? [error]
+        if error is NIOConnectionError, attempts.isEmpty {
+            self = .unresolved
+        } else if attempts.contains(where: { ($0 as? IOError)?.errnoCode == ECONNREFUSED }) {
             self = .refused
-        case let other where Self.isTimeout(other):
+        } else if attempts.contains(where: { if case .connectTimeout = $0 as? ChannelError { true } else { false } }) {
             self = .timedOut
-        default:
-            self = .other("\(error)")
+        } else {
+            self = .other(ConnectFailure.describe(error, host: host, port: port))
         }
-    }
-
-    private static func isRefusal(_ error: any Error) -> Bool {
-        (error as? IOError)?.errnoCode == ECONNREFUSED
-    }
-
-    private static func isTimeout(_ error: any Error) -> Bool {
-        if case .connectTimeout = error as? ChannelError { return true }
-        return false
     }
 }
 
