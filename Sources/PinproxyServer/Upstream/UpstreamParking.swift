@@ -1,4 +1,4 @@
-import NIOConcurrencyHelpers
+import Synchronization
 
 /// Whether an HTTP/1.1 upstream connection is parked: kept, between two
 /// requests, by the exchange handler that used it last, rather than handed
@@ -17,23 +17,24 @@ import NIOConcurrencyHelpers
 /// parks only when no request is looking for a connection, and a request
 /// looks only after saying so (`UpstreamPool`'s `demand`); of the two, the
 /// later sees the other.
+///
+/// An atomic flag rather than a lock: parking and taking back are one
+/// atomic write each, twice a keep-alive request. Sequentially consistent,
+/// as `UpstreamPool`'s `demand` is, for the handshake above.
 final class UpstreamParking: Sendable {
-    private let parked = NIOLockedValueBox(false)
+    private let parked = Atomic(false)
 
     init() {}
 
     /// The handler that used the connection keeps it, free.
     func park() {
-        parked.withLockedValue { $0 = true }
+        parked.store(true, ordering: .sequentiallyConsistent)
     }
 
     /// Takes the connection if it is parked; true: the caller now holds it
     /// (it is no longer parked). False: somebody took it first, or it was
     /// never parked.
     func take() -> Bool {
-        parked.withLockedValue { parked in
-            defer { parked = false }
-            return parked
-        }
+        parked.exchange(false, ordering: .sequentiallyConsistent)
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
+import Synchronization
 
 /// Keep-alive upstream connections per (policy digest, host, port, TLS),
 /// bounded by the policy's `max_upstream_connections` across all event loops.
@@ -77,8 +78,10 @@ final class UpstreamPool: @unchecked Sendable {
     /// back instead. A request says it is looking before it looks for a
     /// parked connection, and a handler parks before it reads this: of the
     /// two, the later sees the other, so no request waits in line for a
-    /// connection that sits parked.
-    private let demand = NIOLockedValueBox(0)
+    /// connection that sits parked. An atomic, sequentially consistent as
+    /// the parking flag is: an exchange that parks reads it once a request,
+    /// on every loop, where a lock was written from each.
+    private let demand = Atomic(0)
 
     init(maxIdleTime: TimeAmount = .seconds(60), dialBackoff: DialBackoff = DialBackoff()) {
         state = NIOLockedValueBox(State(machine: Machine(maxIdle: maxIdleTime, dialBackoff: dialBackoff)))
@@ -103,8 +106,8 @@ final class UpstreamPool: @unchecked Sendable {
         // moment the lock is let go, and a hand-over finding no promise is lost
         // (the request would wait for ever, its queue timer finding no waiter).
         let (action, filed) = state.withLockedValue { state -> (Machine.Action, Filed?) in
-            demand.withLockedValue { $0 = state.waiting.count + 1 }
-            defer { demand.withLockedValue { $0 = state.waiting.count } }
+            demand.store(state.waiting.count + 1, ordering: .sequentiallyConsistent)
+            defer { demand.store(state.waiting.count, ordering: .sequentiallyConsistent) }
             let action = state.machine.acquire(
                 key, limit: limit, loop: ObjectIdentifier(loop), now: now, queueTimeout: queueTimeout,
                 mayMultiplex: mayMultiplex, isAlive: { $0.isActive }, reclaim: Self.reclaim)
@@ -190,7 +193,7 @@ final class UpstreamPool: @unchecked Sendable {
             return false
         }
         parking.park()
-        guard demand.withLockedValue({ $0 }) > 0 else { return true }
+        guard demand.load(ordering: .sequentiallyConsistent) > 0 else { return true }
         // Taken back to release; if the pool took it first, it is that request's.
         if parking.take() { release(connection) }
         return false
@@ -213,7 +216,7 @@ final class UpstreamPool: @unchecked Sendable {
         }
         stream.receiver = nil
         room.keep()
-        guard demand.withLockedValue({ $0 }) > 0 else { return true }
+        guard demand.load(ordering: .sequentiallyConsistent) > 0 else { return true }
         // Taken back to end; if the pool took it first, it is that request's.
         if room.take() { streamEnded(on: connection) }
         return false
@@ -292,7 +295,7 @@ final class UpstreamPool: @unchecked Sendable {
         let (action, served) = state.withLockedValue { state in
             let action = decide(&state.machine)
             let served = (action.handOvers.map(\.waiter) + action.expired.map { $0.waiter }).map { state.waiting.removeValue(forKey: $0.id) }
-            if !served.isEmpty { demand.withLockedValue { $0 = state.waiting.count } }
+            if !served.isEmpty { demand.store(state.waiting.count, ordering: .sequentiallyConsistent) }
             return (action, served)
         }
         run(action, key: key, served: served, on: loop)

@@ -1,4 +1,4 @@
-import NIOConcurrencyHelpers
+import Synchronization
 
 /// Room for streams on an HTTP/2 upstream connection that the pool counts
 /// as in use but that no stream fills: kept, between two streams, by the
@@ -16,30 +16,31 @@ import NIOConcurrencyHelpers
 /// SETTINGS, GOAWAY, a reload or at shutdown). A room is kept only while
 /// no request is looking for a connection (`UpstreamPool.keepStreamRoom`,
 /// the same `demand` as parking).
+///
+/// An atomic count rather than a lock, as `UpstreamParking` is a flag.
 final class UpstreamStreamRoom: Sendable {
-    private let kept = NIOLockedValueBox(0)
+    private let kept = Atomic(0)
 
     init() {}
 
     /// A stream ended and its room stays with the connection, free.
     func keep() {
-        kept.withLockedValue { $0 += 1 }
+        kept.add(1, ordering: .sequentiallyConsistent)
     }
 
     /// Takes one kept room; false: none is kept (somebody took the last first).
     func take() -> Bool {
-        kept.withLockedValue { kept in
-            guard kept > 0 else { return false }
-            kept -= 1
-            return true
+        var count = kept.load(ordering: .sequentiallyConsistent)
+        while count > 0 {
+            let (exchanged, original) = kept.compareExchange(expected: count, desired: count - 1, ordering: .sequentiallyConsistent)
+            if exchanged { return true }
+            count = original
         }
+        return false
     }
 
     /// Takes every kept room; how many there were.
     func takeAll() -> Int {
-        kept.withLockedValue { kept in
-            defer { kept = 0 }
-            return kept
-        }
+        kept.exchange(0, ordering: .sequentiallyConsistent)
     }
 }
