@@ -33,8 +33,10 @@ public final class HostTraffic {
     public func requestCompleted(code: Int, duration: Duration, client: ClientLabel, protocol: RequestProtocol) {
         let h2 = `protocol` == .h2
         let counter: Counter
-        if let last, last.code == code, last.h2 == h2, last.client == client {
-            counter = last.counter
+        // The fields are compared where `last` holds them: the tuple bound
+        // to a name was a copy, a second retain of a counter every loop shares.
+        if let cached = last?.counter, last!.code == code, last!.h2 == h2, last!.client == client {
+            counter = cached
         } else {
             counter = series.requests(code: code, client: client, protocol: `protocol`)
             last = (code, client, h2, counter)

@@ -169,8 +169,8 @@ extension ExchangeStateMachineTests {
         case .passOn: return "passOn"
         case .acquireUpstream: return "acquire"
         case .fetchToken(let credential, _, _, _): return "fetchToken(\(credential))"
-        case .sendRequest(let sent, let pending, _, let flush, let readClient):
-            let head = sent.whole
+        case .sendRequest(let route, let pending, _, let flush, let readClient):
+            let head = route.upstreamHead.whole
             let auth = head.headers["authorization"].first.map { " auth=\($0)" } ?? ""
             let framing = head.headers["content-length"].first.map { " cl=\($0)" } ?? (head.headers["transfer-encoding"].first.map { " te=\($0)" } ?? "")
             let upgrade = head.headers["upgrade"].first.map { " upgrade=\($0) connection=\(head.headers["connection"].joined(separator: ","))" } ?? ""

@@ -35,23 +35,22 @@ struct PerRequestWorkTests {
         let session = SessionRouteCacheTests.session()
         let first = try SessionRouteCacheTests.route(SessionRouteCacheTests.head(), in: session).result.get().plan
         let second = try SessionRouteCacheTests.route(SessionRouteCacheTests.head("/v1/other"), in: session).result.get().plan
-        #expect(Self.storage(first.targets) == Self.storage(second.targets), "the second request's plan is the session's, not a new one")
+        #expect(first === second, "the second request's plan is the session's, not a new one")
         #expect(second.host == "api.test" && second.port == 443 && second.tls && second.targets.count == 1)
         // Another session (another CONNECT) makes its own.
         let other = try SessionRouteCacheTests.route(SessionRouteCacheTests.head(), in: SessionRouteCacheTests.session()).result.get().plan
-        #expect(Self.storage(other.targets) != Self.storage(first.targets))
+        #expect(other !== first)
     }
 
     /// The plan's pool key is made with the plan (the host lowercased once),
     /// not at each request's checkout; a WebSocket request's key is its own.
     @Test func aPlansPoolKeyIsMadeWithThePlan() throws {
         let policy = try #require(EmbeddedProxy().services.store.snapshot.policy(forHost: "intercept.test"))
-        var plan = DialPlan(host: "Intercept-Upstream.Example.TEST", port: 443, tls: true, policy: policy)
+        let plan = DialPlan(host: "Intercept-Upstream.Example.TEST", port: 443, tls: true, policy: policy)
         let first = plan.poolKey, second = plan.poolKey
         #expect(first.host == "intercept-upstream.example.test" && first.digest == policy.digest && !first.http1Only)
         #expect(Self.storage(first.host) == Self.storage(second.host), "one key, not a lowercased host per checkout")
-        plan.requiresHTTP1 = true
-        let http1 = plan.poolKey
+        let http1 = plan.requiringHTTP1().poolKey
         #expect(http1.http1Only && http1 != first)
         #expect(http1.host == first.host && http1.port == first.port && http1.tls == first.tls && http1.digest == first.digest)
     }
@@ -59,11 +58,6 @@ struct PerRequestWorkTests {
     /// Where a string's bytes are stored (a host longer than a small string).
     static func storage(_ text: String) -> UnsafePointer<UInt8>? {
         text.utf8.withContiguousStorageIfAvailable { $0.baseAddress } ?? nil
-    }
-
-    /// Where an array's elements are stored: equal only for one array shared.
-    static func storage<Element>(_ array: [Element]) -> UnsafePointer<Element>? {
-        array.withUnsafeBufferPointer { $0.baseAddress }
     }
 
     // MARK: Heads

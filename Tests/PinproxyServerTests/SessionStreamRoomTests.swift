@@ -38,8 +38,7 @@ struct SessionStreamRoomTests {
         #expect(room.taken == 1)
         #expect(room.take(for: s.plan.poolKey, pool: s.pool) == nil, "one room kept, one taken")
         // Another pool key (a WebSocket's) never takes it.
-        var http1 = s.plan
-        http1.requiresHTTP1 = true
+        let http1 = s.plan.requiringHTTP1()
         let second = try s.openStream()
         try s.exchange(on: second)
         room.keep(second, pool: s.pool)

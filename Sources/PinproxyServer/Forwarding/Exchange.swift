@@ -59,7 +59,10 @@ final class Exchange {
     /// what a 401 invalidates).
     var token: TokenStage = .none
 
-    var pinVerdict: PinVerdict?
+    /// The pin verdict's label for the access line (`PinVerdict.metricLabel`):
+    /// the label alone, a static string, where the verdict itself would be
+    /// copied in and out with the policy's pin strings inside it.
+    var pin: String?
     var upstreamAddress: String?
     /// The refusal sent, if any (its code is the access line's `error`).
     var error: ProxyError?
@@ -71,7 +74,10 @@ final class Exchange {
     /// When the wait for the upstream (head, or the next body read) ends.
     var responseDeadline: NIODeadline?
 
-    init(head: AppRequestHead, decision: RoutingDecision, started: NIODeadline, closeAfter: Bool) {
+    /// `decision` is borrowed: an initializer's parameters are otherwise
+    /// taken owned, and the machine, which goes on reading the decision,
+    /// copied it whole to hand it over (its policy retained, once a request).
+    init(head: AppRequestHead, decision: borrowing RoutingDecision, started: NIODeadline, closeAfter: Bool) {
         self.method = head.method
         self.target = head.uri
         self.started = started

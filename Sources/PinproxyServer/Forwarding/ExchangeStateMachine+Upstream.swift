@@ -29,7 +29,7 @@ extension ExchangeStateMachine {
         }
         state = .modifying
         exchange.reused = reused
-        exchange.pinVerdict = pinVerdict
+        exchange.pin = pinVerdict?.metricLabel
         exchange.upstreamAddress = address
         switch authorization {
         case .untouched:
@@ -54,7 +54,7 @@ extension ExchangeStateMachine {
         state = .modifying
         let refusal = UpstreamConnector.refusal(for: error, host: exchange.host)
         // The access line names the verdict of a refused pin check too.
-        exchange.pinVerdict = PinVerdict(refusedWith: refusal.code)
+        exchange.pin = PinVerdict(refusedWith: refusal.code)?.metricLabel
         return refuse(exchange, refusal, release: nil)
     }
 
@@ -65,7 +65,7 @@ extension ExchangeStateMachine {
         if exchange.requestEnded { exchange.responseDeadline = now + exchange.responseTimeout }
         let readClient = !exchange.requestEnded
         state = .forwarding(exchange, route, upstream)
-        return .sendRequest(route.upstreamHead, pending: pending, to: upstream, flush: !inReadBurst, readClient: readClient)
+        return .sendRequest(route, pending: pending, to: upstream, flush: !inReadBurst, readClient: readClient)
     }
 
     // MARK: The response
@@ -150,7 +150,7 @@ extension ExchangeStateMachine {
             let reusable = exchange.upstreamReusable
             exchange.upstreamReusable = true
             state = .acquiring(exchange, route)
-            return .releaseAndAcquire(upstream, reusable: reusable, plan: route.plan)
+            return .releaseAndAcquire(upstream, reusable: reusable, route: route)
         case .forwarding(let exchange, _, let upstream):
             state = .modifying
             exchange.responseDeadline = nil
@@ -196,7 +196,7 @@ extension ExchangeStateMachine {
             exchange.retried = true
             exchange.token = .none
             state = .acquiring(exchange, route)
-            return .releaseAndAcquire(upstream, reusable: false, plan: route.plan)
+            return .releaseAndAcquire(upstream, reusable: false, route: route)
         case .switching(let exchange, let upstream):
             state = .modifying
             return abort(exchange, failure: .upstreamClosed, release: upstream)
@@ -211,7 +211,7 @@ extension ExchangeStateMachine {
                 exchange.retried = true
                 exchange.pending = .ended(after: [])
                 state = .acquiring(exchange, route)
-                return .releaseAndAcquire(upstream, reusable: false, plan: route.plan)
+                return .releaseAndAcquire(upstream, reusable: false, route: route)
             }
             return refuse(exchange, lostBeforeAnswer(exchange, error), release: upstream)
         default:

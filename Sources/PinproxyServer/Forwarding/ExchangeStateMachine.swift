@@ -74,7 +74,10 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         case route(AppRequestHead)
         /// Hand this part to the next handler (a CONNECT's).
         case passOn(AppRequestPart)
-        case acquireUpstream(DialPlan)
+        /// Acquire an upstream for the route's plan. The route, a class, rather
+        /// than a copy of its plan: a copy retained each of the plan's
+        /// references, shared by every request of the policy on every loop.
+        case acquireUpstream(Route)
         /// Fetch the credential's token (unless its 429 window for `host` is
         /// open: then the request waits in the policy's `throttle_queue`, or
         /// is refused), then call `tokenArrived` or `tokenFailed`.
@@ -82,7 +85,8 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         /// Write the head and every pending part (flushing unless a read burst
         /// is under way: its end flushes), read the response, and read more
         /// of the request unless it has ended.
-        case sendRequest(UpstreamRequestHead, pending: PendingParts, to: Upstream, flush: Bool, readClient: Bool)
+        /// The head is the route's `upstreamHead`, read where the route holds it.
+        case sendRequest(Route, pending: PendingParts, to: Upstream, flush: Bool, readClient: Bool)
         case forwardBody(ByteBuffer, to: Upstream)
         case forwardEnd(HTTPHeaders?, to: Upstream)
         case writeInformational(HTTPResponseHead)
@@ -99,7 +103,7 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
         /// swallowed; the request goes again with a fresh token once it ends).
         case invalidateToken(credential: String, generation: TokenGeneration)
         /// Give the upstream back and acquire another for the same request.
-        case releaseAndAcquire(Upstream?, reusable: Bool, plan: DialPlan)
+        case releaseAndAcquire(Upstream?, reusable: Bool, route: Route)
         /// Send the refusal (status, `X-Pinproxy-Error`, JSON body), giving
         /// back the upstream held (reusable only if nothing was written on it).
         case refuse(ProxyError, release: Upstream?, reusable: Bool, close: Bool, finished: Exchange?, next: Next)
@@ -229,7 +233,7 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
             return refuse(exchange, refusal, release: nil)
         case .success(let route):
             state = .acquiring(exchange, route)
-            return .acquireUpstream(route.plan)
+            return .acquireUpstream(route)
         }
     }
 

@@ -15,7 +15,7 @@ extension HTTPExchangeHandler {
         services.recordAccess(AccessRecord(
             client: clientAddress, method: exchange.method.rawValue, host: exchange.host.isEmpty ? "-" : exchange.host,
             path: exchange.target, status: status, bytesUp: exchange.bytesUp, bytesDown: exchange.bytesDown,
-            seconds: seconds, policy: exchange.policyLabel, pin: exchange.pinVerdict?.metricLabel,
+            seconds: seconds, policy: exchange.policyLabel, pin: exchange.pin,
             upstream: exchange.upstreamAddress, error: exchange.error?.code.rawValue ?? exchange.failure?.text, mode: modeLabel,
             identity: exchange.identity, clientProtocol: clientProtocol, detail: exchange.error?.withheldDetail
         ), to: trafficRecorder(policy: exchange.policy))

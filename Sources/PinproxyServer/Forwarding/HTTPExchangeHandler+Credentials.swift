@@ -62,8 +62,11 @@ extension HTTPExchangeHandler {
 
     /// A routed request beyond its policy's `rate_limit` is refused here, before anything is dialled.
     func applyRateLimit(_ decision: inout RoutingDecision) {
-        guard case .success = decision.result, let policy = decision.policy, policy.rateLimit != nil else { return }
-        guard let seconds = services.rateLimiter.admit(policy: policy, client: decision.identity ?? Self.host(of: clientAddress)) else { return }
+        // The policy is read where the decision holds it: bound to a name, it
+        // was retained once a request, from every loop (it is shared).
+        guard case .success = decision.result, decision.policy?.rateLimit != nil,
+              let seconds = services.rateLimiter.admit(policy: decision.policy!, client: decision.identity ?? Self.host(of: clientAddress))
+        else { return }
         var refusal = ProxyError(.rateLimited, host: decision.host,
                                  detail: "the policy's rate_limit is spent; try again in \(seconds)s")
         refusal.retryAfterSeconds = seconds

@@ -49,26 +49,26 @@ extension HTTPExchangeHandler {
         services.pool.release(connection, idleSince: parkedAt)
     }
 
-    /// `acquired` reads the plan from the machine, which holds it until
-    /// then: none of the callbacks here captures a copy of it.
-    func acquire(_ plan: DialPlan, context: ChannelHandlerContext) {
+    /// The plan is read where the route holds it, and `acquired` reads it
+    /// from the machine: nothing here copies it or captures a copy.
+    func acquire(_ route: Route, context: ChannelHandlerContext) {
         // The common keep-alive request: the connection the last one used,
         // without the pool (same policy, host, port and TLS: the same key).
         if let connection = takeParked() {
-            if connection.key == plan.poolKey {
+            if connection.key == route.plan.poolKey {
                 return acquired(.success((connection, true)), context: context)
             }
             services.pool.release(connection, idleSince: parkedAt)
         }
         // A session's next stream, on room it kept on an HTTP/2 connection: without the pool.
-        if let connection = interception?.streamRoom.take(for: plan.poolKey, pool: services.pool) {
-            return services.upstreams.openStream(on: connection, policy: plan.policy) { self.acquired($0, context: context) }
+        if let connection = interception?.streamRoom.take(for: route.plan.poolKey, pool: services.pool) {
+            return services.upstreams.openStream(on: connection, policy: route.plan.policy) { self.acquired($0, context: context) }
         }
-        switch services.upstreams.checkoutNow(plan, on: context.eventLoop) {
+        switch services.upstreams.checkoutNow(route.plan, on: context.eventLoop) {
         case .pooled(let connection):
             acquired(.success((connection, true)), context: context)
         case .stream(let connection):
-            services.upstreams.openStream(on: connection, policy: plan.policy) { self.acquired($0, context: context) }
+            services.upstreams.openStream(on: connection, policy: route.plan.policy) { self.acquired($0, context: context) }
         case .pending(let future):
             future.assumeIsolated().whenComplete { self.acquired($0, context: context) }
         }

@@ -208,12 +208,12 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
                 }
         case .passOn(let part):
             context.fireChannelRead(wrapInboundOut(part.whole))
-        case .acquireUpstream(let plan):
-            acquire(plan, context: context)
+        case .acquireUpstream(let route):
+            acquire(route, context: context)
         case .fetchToken(let credential, let host, let policy, let upstream):
             fetchToken(credential, host: host, policy: policy, holding: upstream, context: context)
-        case .sendRequest(let head, let pending, let upstream, let flush, let readClient):
-            upstream.writeHead(head)
+        case .sendRequest(let route, let pending, let upstream, let flush, let readClient):
+            upstream.writeHead(route.upstreamHead)
             for body in pending.bodies { upstream.write(.body(.byteBuffer(body))) }
             if pending.ended { upstream.write(.end(pending.trailers)) }
             if flush { upstream.flush() }
@@ -253,9 +253,9 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         case .invalidateToken(let credential, let generation):
             services.tokens.provider?.invalidate(session: credential, generation: generation.rawValue)
             services.logger.info("upstream refused the token; refreshing and replaying once", metadata: ["session": "\(credential)"])
-        case .releaseAndAcquire(let upstream, let reusable, let plan):
+        case .releaseAndAcquire(let upstream, let reusable, let route):
             if let upstream { release(upstream, reusable: reusable) }
-            acquire(plan, context: context)
+            acquire(route, context: context)
         case .refuse(let error, let upstream, let reusable, let close, let finished, let next):
             if let upstream { release(upstream, reusable: reusable) }
             // A refusal concerns the exchange routed last (its line may come later, once its body is read).
@@ -355,15 +355,18 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     /// block to an HTTP/2 stream's adapter as that block, edited
     /// (`HTTP2ResponseBlock.forwarded`); an app in the other protocol is
     /// sent the head made whole.
+    /// (A switch on the head alone: a tuple of the head and both writers
+    /// would copy the head and retain the writers, once a response.)
     private func writeResponseHead(_ head: ClientResponseHead, context: ChannelHandlerContext) {
-        switch (head, responseWriter, streamAdapter) {
-        case (.forwarded(let bytes, let closing), let responseWriter?, _):
-            MessageRules.writeForwarded(bytes, closing: closing, to: responseWriter)
-        case (.block(let block, let closing), _, let streamAdapter?):
-            streamAdapter.writeForwarded(block.forwarded(closing: closing))
-        default:
-            writeClient(.head(head.whole), context: context)
+        switch head {
+        case .forwarded(let bytes, let closing):
+            if let responseWriter { return MessageRules.writeForwarded(bytes, closing: closing, to: responseWriter) }
+        case .block(let block, let closing):
+            if let streamAdapter { return streamAdapter.writeForwarded(block.forwarded(closing: closing)) }
+        case .head:
+            break
         }
+        writeClient(.head(head.whole), context: context)
     }
 
     /// A response part to the app, flushed with `flush`: on an HTTP/2

@@ -139,7 +139,7 @@ enum RequestRouter {
                 try checkWebSocket(host: decision.host, policy: decision.policy)
                 route.webSocket = true
                 // An upgrade exists only in HTTP/1.1: never a stream of an h2 connection.
-                route.plan.requiresHTTP1 = true
+                route.plan = route.plan.requiringHTTP1()
                 // Put back after the policy's header rules, so they cannot unmake the handshake.
                 MessageRules.addUpgradeFields(&route.upstreamHead, protocol: "websocket")
             }
@@ -312,7 +312,9 @@ enum RequestRouter {
 
     /// The decision for a request inside `interception` routed on the
     /// app's own head (its bytes, its block), going up as `upstreamHead`.
-    private static func forwarded(_ upstreamHead: UpstreamRequestHead, framing: RequestFraming, in interception: Interception) -> RoutingDecision {
+    /// `upstreamHead` is consumed: the route takes it as it is, where a
+    /// borrowed head was copied into the route (its field lists retained).
+    private static func forwarded(_ upstreamHead: consuming UpstreamRequestHead, framing: RequestFraming, in interception: Interception) -> RoutingDecision {
         let route = Route(plan: interception.plan, upstreamHead: upstreamHead, framing: framing,
                           responseTimeout: TimeAmount(interception.policy.spec.responseTimeout))
         return RoutingDecision(host: interception.host, policy: interception.policy, result: .success(route), framing: framing,

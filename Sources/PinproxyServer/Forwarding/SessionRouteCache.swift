@@ -21,7 +21,9 @@ final class SessionRouteCache: @unchecked Sendable {
     /// if a request of the session ends under another policy: a malformed
     /// head is counted under none).
     func trafficRecorder(policy: HostPolicy?, resolve: (HostPolicy?) -> any TrafficRecorder) -> any TrafficRecorder {
-        if let traffic, traffic.policy === policy { return traffic.recorder }
+        // Compared where `traffic` holds it: the tuple bound to a name was a
+        // copy, a retain of the policy (which every loop shares) per request.
+        if let recorder = traffic?.recorder, traffic?.policy === policy { return recorder }
         let recorder = resolve(policy)
         traffic = (policy, recorder)
         return recorder

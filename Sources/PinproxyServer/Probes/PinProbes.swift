@@ -97,8 +97,7 @@ public final class PinProbes: Service, Sendable {
     private func probe(_ policy: HostPolicy, host: String? = nil) -> EventLoopFuture<ProbeResult> {
         let pattern = policy.metricLabel
         let name = host ?? pattern
-        var plan = DialPlan(host: name, port: 443, tls: true, policy: policy)
-        plan.countsTraffic = false
+        let plan = DialPlan(host: name, port: 443, tls: true, policy: policy, countsTraffic: false)
         let loop = MultiThreadedEventLoopGroup.singleton.next()
         let services = self.services
         let done = loop.makePromise(of: ProbeResult.self)

@@ -159,16 +159,19 @@ final class UpstreamConnection: @unchecked Sendable {
     /// any other is sent whole. (An HTTP/1.1 connection serves exchanges of
     /// its own event loop only, so the writer is called on it.)
     func writeHead(_ head: UpstreamRequestHead) {
-        if let block = head.block, let streamAdapter, channel.eventLoop.inEventLoop, streamAdapter.sendForwarded(block) {
-            handler?.sent?.sent(block.app.method)
+        // The head's parts are read where `head` holds them (`head.block!`,
+        // `head.forwarded!`): bound to names, each was copied, its field
+        // lists retained, once a request.
+        if head.block != nil, let streamAdapter, channel.eventLoop.inEventLoop, streamAdapter.sendForwarded(head.block!) {
+            handler?.sent?.sent(head.block!.app.method)
             return
         }
-        guard let forwarded = head.forwarded, let writer = handler?.writer else {
+        guard head.forwarded != nil, let writer = handler?.writer else {
             return write(.head(head.whole))
         }
         channel.eventLoop.assertInEventLoop()
-        handler?.sent?.sent(forwarded.app.method)
-        forwarded.write(to: writer, promise: nil)
+        handler?.sent?.sent(head.forwarded!.app.method)
+        head.forwarded!.write(to: writer, promise: nil)
     }
 
     func write(_ part: HTTPClientRequestPart, promise: EventLoopPromise<Void>? = nil) {

@@ -7,59 +7,6 @@ import NIOPosix
 import PinproxyPolicy
 import PinproxyTLS
 
-/// Everything needed to reach one upstream for one request.
-struct DialPlan: Sendable {
-    /// The name the client asked for: SNI, hostname verification, pool key.
-    let host: String
-    let port: Int
-    /// What to dial: the policy's `upstream` list, else `host:port`.
-    var targets: [HostPort]
-    let tls: Bool
-    let policy: HostPolicy?
-    var retries: Int
-    var connectTimeout: TimeAmount
-    var handshakeTimeout: TimeAmount
-    /// False for probes: they update expiry and TLS info, not the traffic counters.
-    var countsTraffic = true
-    /// The request needs an HTTP/1.1 connection (a WebSocket upgrade): the
-    /// dial offers only `http/1.1` in ALPN and an h2 connection is never leased.
-    var requiresHTTP1 = false
-
-    /// The pool key for this plan's requests that may share an h2 connection,
-    /// made with the plan: an intercepted session keeps its plan, and its
-    /// requests use the key without making it again.
-    private let sharedPoolKey: UpstreamPool.Key
-
-    /// The pool key for this plan. HTTP/1.1-only connections are pooled apart,
-    /// so that a request that needs one never gets an h2 connection's stream.
-    var poolKey: UpstreamPool.Key {
-        guard requiresHTTP1 else { return sharedPoolKey }
-        return UpstreamPool.Key(digest: sharedPoolKey.digest, host: sharedPoolKey.host, port: port, tls: tls, http1Only: true)
-    }
-
-    /// The ALPN offer that replaces the policy's for this dial, if any.
-    var applicationProtocols: [String]? {
-        requiresHTTP1 && (policy?.tlsContext.configuration.applicationProtocols.contains("h2") ?? false) ? ["http/1.1"] : nil
-    }
-}
-
-extension DialPlan {
-    /// The plan for `host:port` under `policy` (or the defaults, for a host
-    /// no policy covers): the policy's `upstream` list, else the host itself.
-    init(host: String, port: Int, tls: Bool, policy: HostPolicy?) {
-        let spec = policy?.spec
-        self.host = host
-        self.port = port
-        self.targets = (spec?.upstream.isEmpty ?? true) ? [HostPort(host: host, port: port)] : spec!.upstream
-        self.tls = tls
-        self.policy = policy
-        self.retries = spec?.retries ?? HostPolicyDefaults.retries
-        self.connectTimeout = TimeAmount(spec?.connectTimeout ?? HostPolicyDefaults.connectTimeout)
-        self.handshakeTimeout = TimeAmount(spec?.handshakeTimeout ?? HostPolicyDefaults.handshakeTimeout)
-        self.sharedPoolKey = UpstreamPool.Key(digest: policy?.digest ?? "-", host: host.lowercased(), port: port, tls: tls)
-    }
-}
-
 /// DNS → SSRF guard → TCP (fallback targets, retries) → TLS with the host's
 /// policy → pin evaluation. Nothing is sent before all of it has passed.
 final class UpstreamConnector: Sendable {

@@ -221,11 +221,9 @@ extension UpstreamDialer {
     static func loopback(_ ports: [String: Int], connector: UpstreamConnector) -> UpstreamDialer {
         let table = Dictionary(uniqueKeysWithValues: ports.map { ($0.key.lowercased(), $0.value) })
         @Sendable func mapped(_ plan: DialPlan) -> DialPlan {
-            var plan = plan
-            plan.targets = plan.targets.map { target in
+            plan.dialling(plan.targets.map { target in
                 table[target.host.lowercased()].map { HostPort(host: "127.0.0.1", port: $0) } ?? target
-            }
-            return plan
+            })
         }
         return UpstreamDialer(
             connection: { plan, loop in connector.connect(mapped(plan), on: loop) },
