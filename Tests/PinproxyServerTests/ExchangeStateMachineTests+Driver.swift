@@ -67,10 +67,10 @@ extension ExchangeStateMachineTests {
             case .readComplete:
                 action = machine.clientReadComplete(upstreamWritable: true)
             case .acquired(let reused):
-                action = machine.upstreamAcquired(upstream, reused: reused, pinVerdict: nil, address: "127.0.0.1:1",
+                action = machine.upstreamAcquired(upstream, reused: reused, pin: nil, address: "127.0.0.1:1",
                                                   authorization: .untouched, now: now)
             case .acquiredWithToken:
-                action = machine.upstreamAcquired(upstream, reused: true, pinVerdict: nil, address: "127.0.0.1:1",
+                action = machine.upstreamAcquired(upstream, reused: true, pin: nil, address: "127.0.0.1:1",
                                                   authorization: .attach(session: "app"), now: now)
             case .acquireFailed(let error):
                 action = machine.upstreamFailed(error)

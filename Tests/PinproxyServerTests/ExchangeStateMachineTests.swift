@@ -159,7 +159,7 @@ struct ExchangeStateMachineTests {
         #expect(Self.describe(machine.received(.head(second), now: now)) == "-")
         #expect(Self.describe(machine.received(.end(nil), now: now)) == "-")
         #expect(machine.nextQueuedPart() == nil, "nothing is taken while the first exchange runs")
-        _ = machine.upstreamAcquired(upstream, reused: false, pinVerdict: nil, address: "x", authorization: .untouched, now: now)
+        _ = machine.upstreamAcquired(upstream, reused: false, pin: nil, address: "x", authorization: .untouched, now: now)
         _ = machine.responseHead(.http1(HTTPResponseHead(version: .http1_1, status: .ok, headers: ["Content-Length": "0"])), now: now)
         guard case .endResponse(_, _, _, _, let finished?, .takeNext) = machine.responseEnd(nil) else { Issue.record("end"); return }
         #expect(finished.target == "/1")

@@ -13,7 +13,7 @@ extension ExchangeStateMachine {
     /// `mutating` though it changes nothing: the exchange handler calls it
     /// on its machine in place, where a non-mutating call first copied the
     /// whole machine (about eight retains and releases a request, issue 33).
-    mutating func tokenDecision(verdict: PinVerdict?, connectIdentity: String?) -> TokenAttachment.Decision? {
+    mutating func tokenDecision(verdict: () -> PinVerdict?, connectIdentity: String?) -> TokenAttachment.Decision? {
         guard case .acquiring(let exchange, let route) = state else { return nil }
         return TokenAttachment.decide(policy: route.plan.policy, verdict: verdict, method: exchange.method, tls: route.plan.tls,
                                       identity: exchange.identity ?? connectIdentity)

@@ -22,14 +22,14 @@ extension ExchangeStateMachine {
     }
 
     /// The pool or a dial gave a connection for the exchange being acquired.
-    mutating func upstreamAcquired(_ upstream: Upstream, reused: Bool, pinVerdict: PinVerdict?, address: String,
+    mutating func upstreamAcquired(_ upstream: Upstream, reused: Bool, pin: String?, address: String,
                                    authorization: Authorization, now: NIODeadline) -> Action {
         guard case .acquiring(let exchange, let route) = state else {
             return .giveBack(upstream)  // the app left, or the exchange was refused meanwhile
         }
         state = .modifying
         exchange.reused = reused
-        exchange.pin = pinVerdict?.metricLabel
+        exchange.pin = pin
         exchange.upstreamAddress = address
         switch authorization {
         case .untouched:

@@ -79,15 +79,14 @@ extension HTTPExchangeHandler {
         case .failure(let error):
             execute(machine.upstreamFailed(error), context: context)
         case .success(let (connection, reused)):
-            let verdict = connection.pinVerdict
-            let decision = machine.tokenDecision(verdict: verdict, connectIdentity: interception?.identity)
+            let decision = machine.tokenDecision(verdict: { connection.pinVerdict }, connectIdentity: interception?.identity)
                 ?? TokenAttachment.Decision(authorization: .untouched)  // nothing acquiring: the machine gives it back
             if let reason = decision.withheldBecause, let plan = machine.acquiringPlan {
                 services.logger.warning("bearer token not attached", metadata: [
                     "host": "\(plan.host)", "policy": "\(plan.policy?.metricLabel ?? "_none")", "reason": "\(reason)",
                 ])
             }
-            let action = machine.upstreamAcquired(connection, reused: reused, pinVerdict: verdict,
+            let action = machine.upstreamAcquired(connection, reused: reused, pin: connection.pinLabel,
                                                   address: connection.remoteAddress, authorization: decision.authorization, now: .now())
             if case .giveBack = action {} else { connection.receiver = self }
             execute(action, context: context)

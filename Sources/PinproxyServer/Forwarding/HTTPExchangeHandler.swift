@@ -213,7 +213,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         case .fetchToken(let credential, let host, let policy, let upstream):
             fetchToken(credential, host: host, policy: policy, holding: upstream, context: context)
         case .sendRequest(let route, let pending, let upstream, let flush, let readClient):
-            upstream.writeHead(route.upstreamHead)
+            upstream.writeHead(&route.upstreamHead)
             for body in pending.bodies { upstream.write(.body(.byteBuffer(body))) }
             if pending.ended { upstream.write(.end(pending.trailers)) }
             if flush { upstream.flush() }

@@ -13,7 +13,10 @@ enum TokenAttachment {
         var withheldBecause: String?
     }
 
-    static func decide(policy: HostPolicy?, verdict: PinVerdict?, method: HTTPMethod, tls: Bool, identity: String? = nil) -> Decision {
+    /// `verdict` is read only when the policy attaches a credential: the
+    /// common request, without one, makes no copy of it (its pin holds the
+    /// policy's strings).
+    static func decide(policy: HostPolicy?, verdict: () -> PinVerdict?, method: HTTPMethod, tls: Bool, identity: String? = nil) -> Decision {
         guard let auth = policy?.spec.auth else { return Decision(authorization: .untouched) }
         let withheld = ExchangeStateMachine<UpstreamConnection>.Authorization.withheld(
             removeClientAuthorization: auth.replaceClientAuth, header: auth.header)
@@ -34,9 +37,10 @@ enum TokenAttachment {
         guard tls else {
             return Decision(authorization: withheld, withheldBecause: "no TLS to the upstream")
         }
-        guard let verdict, verdict.permitsTokenAttachment(attachUnpinned: auth.attachUnpinned) else {
+        let pins = verdict()
+        guard let pins, pins.permitsTokenAttachment(attachUnpinned: auth.attachUnpinned) else {
             return Decision(authorization: withheld,
-                            withheldBecause: "the upstream's pins did not permit it (\(verdict?.metricLabel ?? "no verdict"))")
+                            withheldBecause: "the upstream's pins did not permit it (\(pins?.metricLabel ?? "no verdict"))")
         }
         return Decision(authorization: .attach(session: credential, header: auth.header, format: auth.format))
     }

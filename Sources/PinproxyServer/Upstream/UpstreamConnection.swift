@@ -37,6 +37,12 @@ final class UpstreamConnection: @unchecked Sendable {
     var handshake: TLSHandshakeInfo? { parent?.connectionHandshake ?? connectionHandshake }
     /// The evaluation's verdict alone, without a copy of the chain it saw.
     var pinVerdict: PinVerdict? { parent?.connectionPinEvaluation?.verdict ?? connectionPinEvaluation?.verdict }
+    /// The verdict's label (the access line's `pin`), read where the
+    /// evaluation is held: no copy of the verdict, whose pin holds the
+    /// policy's strings.
+    var pinLabel: String? {
+        parent?.connectionPinEvaluation?.verdict.metricLabel ?? connectionPinEvaluation?.verdict.metricLabel
+    }
     private let connectionPinEvaluation: PinEvaluation?
     private let connectionHandshake: TLSHandshakeInfo?
     /// The address actually dialled.
@@ -158,7 +164,10 @@ final class UpstreamConnection: @unchecked Sendable {
     /// an app's HTTP/2 block goes to an HTTP/2 stream as that block, edited;
     /// any other is sent whole. (An HTTP/1.1 connection serves exchanges of
     /// its own event loop only, so the writer is called on it.)
-    func writeHead(_ head: UpstreamRequestHead) {
+    /// `head` is `inout` only to be read where the route holds it: passed
+    /// by value, a class's stored property is copied first (its field
+    /// lists retained and released, once a request). Nothing changes it.
+    func writeHead(_ head: inout UpstreamRequestHead) {
         // The head's parts are read where `head` holds them (`head.block!`,
         // `head.forwarded!`): bound to names, each was copied, its field
         // lists retained, once a request.
