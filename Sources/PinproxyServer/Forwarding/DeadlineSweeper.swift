@@ -16,7 +16,10 @@ protocol DeadlineWatcher: AnyObject {
 /// (bench/README.md). With the sweeper, setting or clearing a deadline is a
 /// store, and a deadline is acted on within one `tick` of passing; Squid
 /// checks its timeouts once a second the same way. The timer runs only while
-/// its loop has connections to watch.
+/// its loop has connections to watch: it stops at the first sweep that finds
+/// none, not as the last one leaves, because an HTTP/2 session's streams come
+/// and go all the time and each stop and start scheduled and cancelled a
+/// task on NIO's heap (bench/README.md, issue 33, twenty-seventh pass).
 final class DeadlineSweeper: @unchecked Sendable {  // confined to its event loop's thread
     static let tick = TimeAmount.milliseconds(100)
     private static let perThread = ThreadSpecificVariable<DeadlineSweeper>()
@@ -42,7 +45,10 @@ final class DeadlineSweeper: @unchecked Sendable {  // confined to its event loo
     func watch(_ watcher: any DeadlineWatcher) {
         watchers[ObjectIdentifier(watcher)] = watcher
         if task == nil {
-            task = eventLoop.scheduleRepeatedTask(initialDelay: Self.tick, delay: Self.tick) { _ in
+            // Weakly: the task may outlive the last watcher by a tick, and a
+            // test's loop, holding the task, must not keep its sweeper.
+            task = eventLoop.scheduleRepeatedTask(initialDelay: Self.tick, delay: Self.tick) { [weak self] repeated in
+                guard let self else { return repeated.cancel() }
                 self.sweep()
             }
         }
@@ -50,13 +56,14 @@ final class DeadlineSweeper: @unchecked Sendable {  // confined to its event loo
 
     func unwatch(_ watcher: any DeadlineWatcher) {
         watchers.removeValue(forKey: ObjectIdentifier(watcher))
-        if watchers.isEmpty {
-            task?.cancel()
-            task = nil
-        }
     }
 
     private func sweep() {
+        guard !watchers.isEmpty else {
+            task?.cancel()
+            task = nil
+            return
+        }
         let now = NIODeadline.now()
         // A watcher may close its connection and unwatch itself meanwhile:
         // iterating a copy keeps that safe.
