@@ -25,14 +25,15 @@ final class SessionStreamRoom: @unchecked Sendable {
 
     /// The connection to open a stream on for `key`, a room kept there taken
     /// (the pool counted it already); nil: ask the pool. A connection found
-    /// closed or going away is forgotten, its room given back.
+    /// closed or going away is forgotten, all its kept room given back in one
+    /// pool event.
     func take(for key: UpstreamPool.Key, pool: UpstreamPool) -> UpstreamConnection? {
-        guard let connection, connection.key == key, connection.streamRoom?.take() == true else { return nil }
+        guard let connection, connection.key == key else { return nil }
         guard connection.isActive, connection.multiplexer?.handler.goingAway == false else {
-            pool.streamEnded(on: connection)
             giveBack(to: pool)
             return nil
         }
+        guard connection.streamRoom?.take() == true else { return nil }
         taken += 1
         return connection
     }
