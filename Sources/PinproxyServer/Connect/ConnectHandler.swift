@@ -44,7 +44,10 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
     let clientAddress: String
     let headTimer: RequestHeadTimer
     let limits: PinproxyConfig.Limits
-    /// The listener's HTTP layers (`ListenerPipeline`), which an answered CONNECT takes out.
+    /// The listener's HTTP layers (`ListenerPipeline`), which an answered
+    /// CONNECT takes out. They hold this handler, so it lets them go when it
+    /// leaves the pipeline (`handlerRemoved`): kept, the pair would keep each
+    /// other, and every layer with them, after the connection closed.
     var listenerLayers: PipelineLayers?
     private var state: State = .idle
 
@@ -67,6 +70,10 @@ final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
         case (.idle, _), (.authenticating, _), (.accepted, _), (.dialling, _), (.establishing, _), (.done, _):
             break  // a CONNECT's body, or parts after a refusal: nothing to do
         }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        listenerLayers = nil
     }
 
     func channelInactive(context: ChannelHandlerContext) {

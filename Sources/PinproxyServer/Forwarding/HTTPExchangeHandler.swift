@@ -32,7 +32,9 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
     private var context: ChannelHandlerContext?
     private var sweeper: DeadlineSweeper?
     /// The HTTP/1.1 layers its builder added with it (`HTTP1ServerPipeline`),
-    /// for a WebSocket splice to take out; nil on an HTTP/2 stream.
+    /// for a WebSocket splice to take out; nil on an HTTP/2 stream. They
+    /// hold this handler, so it lets them go as it leaves the pipeline
+    /// (`handlerRemoved`), or the pair would outlive the connection.
     var serverLayers: PipelineLayers?
     /// The HTTP/1.1 writer of those layers: told each request's method (an
     /// answer to `HEAD` or `CONNECT` has no body), and handed the heads
@@ -83,6 +85,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, RemovableChannelHandler,
         sweeper?.unwatch(self)
         releaseParked()
         self.context = nil
+        serverLayers = nil
     }
 
     func channelActive(context: ChannelHandlerContext) {
