@@ -161,6 +161,9 @@ struct UpstreamHTTP2StreamAdapterTests {
         let channel = EmbeddedChannel(handler: adapter)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
         try channel.close().wait()
+        // The handlers leave on the loop's next turn; the loop holds the
+        // channel until then.
+        channel.embeddedEventLoop.run()
         #expect(exchange.closed == ["closed"])
         #expect(poolTold)
     }
