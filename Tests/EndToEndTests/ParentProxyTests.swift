@@ -24,7 +24,7 @@ struct ParentProxyTests {
                 if let (user, password) = basicAuth { config += "BasicAuth \(user) \(password)\n" }
                 let file = try directory.write("tinyproxy-\(attempt).conf", config)
                 let process = try ChildProcess("tinyproxy", ["-d", "-c", file], directory: directory, name: "tinyproxy-\(attempt)")
-                if try pollUntilBlocking(timeout: 10, { Self.accepts(port) || !process.isRunning }), process.isRunning {
+                if pollUntilBlocking(timeout: 10, { Self.accepts(port) || !process.isRunning }), process.isRunning {
                     self.process = process
                     self.port = port
                     return
@@ -90,7 +90,7 @@ struct ParentProxyTests {
         #expect(pinned.status == 200, "\(pinned.body) \(pinned.stderr)")
         // The parent carried it: its log names the CONNECT, and pinproxy's
         // access line names the parent as the address it spoke to.
-        #expect(try pollUntilBlocking(timeout: 5) { stack.parent.log.contains("CONNECT") && stack.parent.log.contains("127.0.0.1:\(stack.server.port)") },
+        #expect(pollUntilBlocking(timeout: 5) { stack.parent.log.contains("CONNECT") && stack.parent.log.contains("127.0.0.1:\(stack.server.port)") },
                 "\(stack.parent.log)")
         let line = stack.proxy.waitForAccessLog(count: 1).last
         #expect(line?["upstream"] as? String == "127.0.0.1:\(stack.parent.port)")

@@ -22,7 +22,7 @@ struct ClosedConnectionTests {
 
     /// The `type` handler in `proxy`'s pipeline now (it must be there).
     static func watch<Handler: ChannelHandler & AnyObject>(_ type: Handler.Type, in proxy: EmbeddedProxy) throws -> Watched {
-        weak var handler = try proxy.channel.pipeline.syncOperations.handler(type: type)
+        weak let handler = try proxy.channel.pipeline.syncOperations.handler(type: type)
         return Watched(name: "\(type)") { handler == nil }
     }
 

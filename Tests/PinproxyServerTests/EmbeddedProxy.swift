@@ -199,10 +199,9 @@ struct RecordingLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
-             file: String, function: String, line: UInt) {
-        let all = self.metadata.merging(metadata ?? [:]) { _, new in new }
-        recorder.log(.init(label: label, level: level, message: message.description, values: all))
+    func log(event: LogEvent) {
+        let all = metadata.merging(event.metadata ?? [:]) { _, new in new }
+        recorder.log(.init(label: label, level: event.level, message: event.message.description, values: all))
     }
 }
 

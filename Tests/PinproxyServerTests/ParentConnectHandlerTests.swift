@@ -17,7 +17,7 @@ struct ParentConnectHandlerTests {
         defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
         let promise = channel.eventLoop.makePromise(of: Void.self)
         var result: Result<Void, any Error>?
-        promise.futureResult.whenComplete { result = $0 }
+        promise.futureResult.assumeIsolated().whenComplete { result = $0 }
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 3128)).wait()
         try channel.pipeline.syncOperations.addHandler(ParentConnectHandler(parent: parent, target: target, host: "api.test", answered: promise))
         let written = try channel.readOutbound(as: ByteBuffer.self).map { String(buffer: $0) } ?? ""

@@ -55,7 +55,7 @@ public final class SmallTmpfs: @unchecked Sendable {
 
 private extension URL {
     func creatingIfMissing() -> URL {
-        if !FileManager.default.fileExists(atPath: path) { FileManager.default.createFile(atPath: path, contents: nil) }
+        if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
         return self
     }
 }

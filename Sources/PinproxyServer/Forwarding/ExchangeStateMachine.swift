@@ -130,7 +130,7 @@ struct ExchangeStateMachine<Upstream: AnyObject> {
     }
 
     /// Set only by the machine itself (its extensions live in other files).
-    internal(set) var state: State = .idle
+    var state: State = .idle
     /// Parts of pipelined requests that arrived while an exchange was in progress.
     /// Made at the first such part: most connections never pipeline, and an
     /// HTTP/2 stream (a machine per request) never does, so an empty buffer

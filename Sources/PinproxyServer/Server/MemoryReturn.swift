@@ -80,7 +80,7 @@ final class MemoryReturn: Sendable {
 
     /// glibc's `malloc_trim`, looked up at run time: its header is not part
     /// of Swift's Glibc module, and other C libraries do not have it.
-    nonisolated(unsafe) static let mallocTrim: (@convention(c) (Int) -> Int32)? = {
+    static let mallocTrim: (@convention(c) (Int) -> Int32)? = {
         #if os(Linux)
         guard let symbol = dlsym(nil, "malloc_trim") else { return nil }
         return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)

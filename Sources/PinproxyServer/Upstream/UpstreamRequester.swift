@@ -77,11 +77,12 @@ private final class ResponseCollector: UpstreamResponseReceiver, @unchecked Send
 
     func exchange(_ head: HTTPRequestHead, body: [UInt8], timeout: TimeAmount) -> EventLoopFuture<CollectedResponse> {
         let loop = connection.channel.eventLoop
-        var head = head
-        RequestFraming.length(UInt64(body.count)).apply(to: &head.headers)
+        var framed = head
+        RequestFraming.length(UInt64(body.count)).apply(to: &framed.headers)
+        let sent = framed
         loop.execute {
             self.connection.receiver = self
-            self.connection.write(.head(head))
+            self.connection.write(.head(sent))
             if !body.isEmpty { self.connection.write(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
             self.connection.write(.end(nil))
             self.connection.flush()
