@@ -110,6 +110,29 @@ struct TokenBucketsTests {
         #expect(buckets.admit(key, limit: limit, now: Self.now.addingTimeInterval(0.5)) == 1)
     }
 
+    /// Past its bound it forgets the buckets that refilled (each client
+    /// seen once, long ago), keeps those still spending, and answers as if
+    /// it had forgotten none.
+    @Test func bucketsRefilledToTheirBurstAreForgottenPastTheBound() {
+        var buckets = TokenBuckets(pruneAbove: 100)
+        let limit = RateLimitPolicy(requestsPerSecond: 1, burst: 2, per: .client)
+        let early = (0..<101).map { TokenBuckets.Key(policy: "p", client: "early-\($0)") }
+        for key in early { #expect(buckets.admit(key, limit: limit, now: Self.now) == nil) }
+        #expect(buckets.count == 101, "none had refilled at the first sweep: all kept")
+
+        let later = Self.now.addingTimeInterval(10)
+        let busy = TokenBuckets.Key(policy: "p", client: "busy")
+        #expect(buckets.admit(busy, limit: limit, now: later) == nil)
+        #expect(buckets.admit(busy, limit: limit, now: later) == nil)
+        for n in 0..<101 { _ = buckets.admit(TokenBuckets.Key(policy: "p", client: "later-\(n)"), limit: limit, now: later) }
+        #expect(buckets.count == 102, "at the second sweep (past 202) the early ones, refilled by now, went")
+
+        #expect(buckets.admit(busy, limit: limit, now: later) == 1, "a bucket still spent is kept")
+        #expect(buckets.admit(early[0], limit: limit, now: later) == nil)
+        #expect(buckets.admit(early[0], limit: limit, now: later) == nil, "a forgotten client gets the full burst it had")
+        #expect(buckets.admit(early[0], limit: limit, now: later) == 1)
+    }
+
     @Test func aSlowRateSaysHowLongToWait() {
         var buckets = TokenBuckets()
         let limit = RateLimitPolicy(requestsPerSecond: 0.1, burst: 1, per: .policy)
