@@ -24,9 +24,12 @@ struct TokenBuckets: Sendable {
         /// The limit it was last spent under (a reload may change it).
         var limit: RateLimitPolicy
 
-        func isFull(at now: Date) -> Bool {
-            tokens + max(0, now.timeIntervalSince(at)) * limit.requestsPerSecond >= Double(limit.burst)
+        /// Its tokens at `now`, refilled at its limit's rate up to its burst.
+        func tokens(at now: Date) -> Double {
+            min(Double(limit.burst), tokens + max(0, now.timeIntervalSince(at)) * limit.requestsPerSecond)
         }
+
+        func isFull(at now: Date) -> Bool { tokens(at: now) >= Double(limit.burst) }
     }
 
     private var buckets: [Key: Bucket] = [:]
@@ -44,10 +47,9 @@ struct TokenBuckets: Sendable {
     /// nil: admitted (one token taken). Else the whole seconds until one is there (at least 1).
     mutating func admit(_ key: Key, limit: RateLimitPolicy, now: Date) -> Int? {
         var bucket = buckets[key] ?? Bucket(tokens: Double(limit.burst), at: now, limit: limit)
-        let elapsed = max(0, now.timeIntervalSince(bucket.at))
-        bucket.tokens = min(Double(limit.burst), bucket.tokens + elapsed * limit.requestsPerSecond)
-        bucket.at = now
         bucket.limit = limit
+        bucket.tokens = bucket.tokens(at: now)
+        bucket.at = now
         defer {
             buckets[key] = bucket
             if buckets.count > nextPrune { prune(now: now) }
