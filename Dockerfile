@@ -17,25 +17,35 @@ ARG DEBIAN_VERSION=bookworm
 
 # ---- build ------------------------------------------------------------------
 FROM swift:${SWIFT_VERSION}-${DEBIAN_VERSION} AS build
+# libssl-dev, pkg-config: the build. nginx-light, golang-go, openssl, python3:
+# the profile-guided build's training (scripts/build-release runs bench/run's
+# loads on loopback against an nginx it starts); none of it reaches the image.
 RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libssl-dev pkg-config \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      libssl-dev pkg-config nginx-light golang-go openssl python3 \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-# Dependencies first, so a source change does not fetch them again. They are
-# resolved into the cache the build below mounts on /src/.build: written to
-# the layer instead, they would be hidden by that mount and fetched anew.
+# Dependencies first, so a source change does not fetch them again: resolved
+# once (Package.resolved, so that the release build's two builds, instrumented
+# and optimized, take the same versions) into SwiftPM's shared cache, which
+# both RUNs mount and from which each build's scratch directory takes them.
 COPY Package.* ./
-RUN --mount=type=cache,target=/src/.build swift package resolve
+RUN --mount=type=cache,target=/root/.cache/org.swift.swiftpm swift package resolve && rm -rf .build
 # Every target the manifest declares must exist, tests and benchmark included.
 COPY Sources ./Sources
 COPY Tests ./Tests
 COPY Benchmarks ./Benchmarks
+COPY scripts ./scripts
+COPY bench ./bench
 # `pinproxy --version` names this commit (.git is not in the build context):
 #   docker build --build-arg PINPROXY_COMMIT="$(git describe --always --dirty)" -t pinproxy .
+# scripts/build-release: pinproxy built with a profile of bench/run's loads,
+# the Swift runtime linked in (about 25 minutes on two cores; README, Container).
 ARG PINPROXY_COMMIT=""
-RUN --mount=type=cache,target=/src/.build \
-    PINPROXY_COMMIT="${PINPROXY_COMMIT}" swift build -c release --product pinproxy --static-swift-stdlib \
- && install -D -m 0755 "$(swift build -c release --show-bin-path)/pinproxy" /staging/pinproxy
+RUN --mount=type=cache,target=/root/.cache/org.swift.swiftpm \
+    PINPROXY_COMMIT="${PINPROXY_COMMIT}" scripts/build-release --static-swift-stdlib \
+ && install -D -m 0755 .build-release/release/pinproxy /staging/pinproxy \
+ && rm -rf .build-release .build-bench
 
 # ---- runtime ----------------------------------------------------------------
 FROM debian:${DEBIAN_VERSION}-slim
