@@ -18,7 +18,9 @@
 // bench/run's `floor-auto`), writes the CA its leaves are minted from to FILE, and verifies
 // upstreams against --upstream-ca. SIGTERM or SIGINT stops it. An app that
 // chooses `h2` in ALPN (as pinproxy offers it) gets the HTTP/2 path of
-// FloorHTTP2.swift. With --splice, an HTTP/1.1 app's bytes are spliced to
+// FloorHTTP2.swift (with --h2-frames, FloorHTTP2Frames.swift: no child
+// channel a stream, on both legs or, --h2-app-frames and
+// --h2-upstream-frames, on one). With --splice, an HTTP/1.1 app's bytes are spliced to
 // the upstream with no HTTP layer (FloorSplice.swift: below the floor); with
 // --raw-heads, spliced but cut at each head, which is copied on without its
 // `Connection` field (FloorRawHeads.swift: the least an HTTP/1 head path does).
@@ -68,6 +70,15 @@ struct Floor: ParsableCommand {
     @Flag(help: "The floor with pinproxy's RequestWriter and ResponseWriter in place of NIO's HTTP/1 encoders and outbound validators on both legs (NIO's decoders and parts kept).")
     var headPathWriters = false
 
+    @Flag(help: "An app that chooses h2 gets NIO's HTTP/2 handler on both legs with no stream multiplexer: frames handled on the connection, no child channel a stream (FloorHTTP2Frames.swift).")
+    var h2Frames = false
+
+    @Flag(help: "As --h2-frames on the app's leg only (the upstream's streams child channels).")
+    var h2AppFrames = false
+
+    @Flag(help: "As --h2-frames on the upstream's leg only (the app's streams child channels).")
+    var h2UpstreamFrames = false
+
     func run() throws {
         let ca = try CertificateAuthority.create(commonName: "pinproxy-floor CA")
         try ca.certificate.pemString.write(toFile: caOut, atomically: true, encoding: .utf8)
@@ -85,6 +96,7 @@ struct Floor: ParsableCommand {
             upstreamH2: try TLSContext(configuration: upstreamH2),
             ca: ca,
             idle: idle,
+            h2Frames: H2Frames(app: h2Frames || h2AppFrames, upstream: h2Frames || h2UpstreamFrames),
             http1: parsedResponses ? .parsedResponses : headPathWriters ? .headPathWriters : headPathDecoders ? .headPathDecoders : parsedHeads ? .parsedHeads : rawHeads ? .rawHeads : splice ? .splice : .codec)
 
         let server = try ServerBootstrap(group: group)
@@ -124,6 +136,9 @@ struct Contexts: Sendable {
     /// HTTP/1.1 upstream connections left idle by app connections that
     /// closed, a pool per event loop.
     let idle: IdleUpstreamsByLoop
+    /// `--h2-frames` and its halves: which legs of an h2 app's streams have
+    /// no child channels (`FloorHTTP2Frames`).
+    let h2Frames: H2Frames
     /// What an HTTP/1.1 app's bytes go through.
     let http1: HTTP1Path
 }
@@ -252,7 +267,9 @@ final class ConnectAnswer: ChannelInboundHandler, RemovableChannelHandler {
         let contexts = self.contexts
         try sync.addHandler(NIOTypedApplicationProtocolNegotiationHandler<Void> { result, channel in
             channel.eventLoop.makeCompletedFuture {
-                if case .negotiated("h2") = result {
+                if case .negotiated("h2") = result, contexts.h2Frames.app {
+                    try FloorHTTP2Frames.configure(channel, target: target, contexts: contexts)
+                } else if case .negotiated("h2") = result {
                     try FloorHTTP2.configure(channel, target: target, contexts: contexts)
                 } else if !contexts.http1.forwardsParts {
                     try channel.pipeline.syncOperations.addHandler(SpliceForwarder(target: target, contexts: contexts), position: .last)

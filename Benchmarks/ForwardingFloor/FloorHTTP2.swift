@@ -10,9 +10,13 @@ import NIOCore
 import NIOHTTP2
 
 enum FloorHTTP2 {
-    /// NIO's HTTP/2 server on an app connection whose handshake chose `h2`.
+    /// NIO's HTTP/2 server on an app connection whose handshake chose `h2`;
+    /// its upstream streams are child channels too, or with
+    /// `--h2-upstream-frames` frames on the upstream connection (`FrameUpstream`).
     static func configure(_ channel: any Channel, target: (host: String, port: Int), contexts: Contexts) throws {
-        let upstream = UpstreamH2Connection(target: target, contexts: contexts, loop: channel.eventLoop)
+        let upstream: any H2UpstreamOpener = contexts.h2Frames.upstream
+            ? FrameUpstream(target: target, contexts: contexts, loop: channel.eventLoop)
+            : UpstreamH2Connection(target: target, contexts: contexts, loop: channel.eventLoop)
         let http2 = NIOHTTP2Handler(
             mode: .server, eventLoop: channel.eventLoop, connectionConfiguration: .init(), streamConfiguration: .init()
         ) { stream in
@@ -25,9 +29,55 @@ enum FloorHTTP2 {
     }
 }
 
+/// An app stream's end of the forwarding, whichever way its leg is built:
+/// a child channel's handler (`AppStream`) or a stream of the app
+/// connection's frames (`BridgedStream`).
+protocol H2AppEnd: AnyObject, Sendable {
+    /// A payload from the upstream stream.
+    func received(_ payload: HTTP2Frame.FramePayload)
+    func flush()
+    /// The upstream stream was reset or lost.
+    func reset()
+}
+
+/// Where an app stream's payloads go: a child channel of the upstream
+/// connection, or a stream ID on it (`FrameUpstream`).
+enum H2UpstreamEnd {
+    case channel(any Channel)
+    case frames(FrameUpstream, HTTP2StreamID)
+
+    func write(_ payload: HTTP2Frame.FramePayload) {
+        switch self {
+        case .channel(let channel): channel.write(payload, promise: nil)
+        case .frames(let upstream, let id): upstream.write(HTTP2Frame(streamID: id, payload: payload))
+        }
+    }
+
+    func flush() {
+        switch self {
+        case .channel(let channel): channel.flush()
+        case .frames(let upstream, _): upstream.flush()
+        }
+    }
+
+    func reset() {
+        switch self {
+        case .channel(let channel): channel.close(promise: nil)
+        case .frames(let upstream, let id): upstream.reset(id)
+        }
+    }
+}
+
+/// An app connection's one upstream h2 connection, as it opens streams.
+protocol H2UpstreamOpener: AnyObject, Sendable {
+    /// A new upstream stream whose payloads go to `app`; nil if the upstream is gone.
+    func openStream(for app: any H2AppEnd, then: @escaping (H2UpstreamEnd?) -> Void)
+    func close()
+}
+
 /// The app connection's one upstream h2 connection, dialled at its first
 /// stream; streams opened before it is up wait for it. Confined to the loop.
-final class UpstreamH2Connection: @unchecked Sendable {
+final class UpstreamH2Connection: H2UpstreamOpener, @unchecked Sendable {
     private enum State {
         case idle
         /// Streams waiting for the dial: each asks again once it settles.
@@ -47,8 +97,7 @@ final class UpstreamH2Connection: @unchecked Sendable {
         self.loop = loop
     }
 
-    /// A new upstream stream whose frames go to `app`; nil if the upstream is gone.
-    func openStream(for app: AppStream, then: @escaping ((any Channel)?) -> Void) {
+    func openStream(for app: any H2AppEnd, then: @escaping (H2UpstreamEnd?) -> Void) {
         switch state {
         case .idle:
             state = .dialling([])
@@ -64,7 +113,7 @@ final class UpstreamH2Connection: @unchecked Sendable {
                     try stream.pipeline.syncOperations.addHandler(UpstreamStream(app: app))
                 }
             }
-            opened.futureResult.assumeIsolated().whenComplete { result in then(try? result.get()) }
+            opened.futureResult.assumeIsolated().whenComplete { result in then((try? result.get()).map { .channel($0) }) }
         case .closed:
             then(nil)
         }
@@ -112,16 +161,16 @@ final class UpstreamH2Connection: @unchecked Sendable {
 }
 
 /// One app stream: its frames go to its upstream stream as they come.
-final class AppStream: ChannelInboundHandler, @unchecked Sendable {
+final class AppStream: ChannelInboundHandler, H2AppEnd, @unchecked Sendable {
     typealias InboundIn = HTTP2Frame.FramePayload
     typealias OutboundOut = HTTP2Frame.FramePayload
 
-    private let upstream: UpstreamH2Connection
-    private var peer: (any Channel)?
+    private let upstream: any H2UpstreamOpener
+    private var peer: H2UpstreamEnd?
     private var pending: [HTTP2Frame.FramePayload] = []
     private var context: ChannelHandlerContext?
 
-    init(upstream: UpstreamH2Connection) {
+    init(upstream: any H2UpstreamOpener) {
         self.upstream = upstream
     }
 
@@ -130,7 +179,7 @@ final class AppStream: ChannelInboundHandler, @unchecked Sendable {
         upstream.openStream(for: self) { stream in
             guard let stream else { return context.close(promise: nil) }
             self.peer = stream
-            for payload in self.pending { stream.write(payload, promise: nil) }
+            for payload in self.pending { stream.write(payload) }
             self.pending = []
             stream.flush()
         }
@@ -138,7 +187,7 @@ final class AppStream: ChannelInboundHandler, @unchecked Sendable {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let payload = unwrapInboundIn(data)
-        if let peer { peer.write(payload, promise: nil) } else { pending.append(payload) }
+        if let peer { peer.write(payload) } else { pending.append(payload) }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -147,7 +196,7 @@ final class AppStream: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        peer?.close(promise: nil)
+        peer?.reset()
         self.context = nil
         context.fireChannelInactive()
     }
@@ -170,11 +219,11 @@ final class AppStream: ChannelInboundHandler, @unchecked Sendable {
 final class UpstreamStream: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame.FramePayload
 
-    private let app: AppStream
+    private let app: any H2AppEnd
     /// The upstream ended its response: the app stream closes by itself once it has sent it.
     private var ended = false
 
-    init(app: AppStream) {
+    init(app: any H2AppEnd) {
         self.app = app
     }
 
