@@ -29,7 +29,7 @@ enum FloorHTTP2Frames {
             : UpstreamH2Connection(target: target, contexts: contexts, loop: channel.eventLoop)
         let app = FrameApp(upstream: upstream)
         try channel.pipeline.syncOperations.addHandlers([
-            NIOHTTP2Handler(mode: .server, connectionConfiguration: .init(), streamConfiguration: .init()), AppFrames(app: app),
+            NIOHTTP2Handler(mode: .server, connectionConfiguration: .init(), streamConfiguration: .init()), ConnectionFrames(app),
         ])
     }
 }
@@ -38,7 +38,7 @@ enum FloorHTTP2Frames {
 
 /// An app connection's streams, each an ID mapped to its upstream stream.
 /// Confined to the connection's loop.
-final class FrameApp {
+final class FrameApp: FrameLeg {
     private enum Leg {
         /// Payloads for an upstream stream still being opened.
         case opening([HTTP2Frame.FramePayload], BridgedStream)
@@ -57,7 +57,13 @@ final class FrameApp {
         self.upstream = upstream
     }
 
-    func read(_ frame: HTTP2Frame) {
+    func attached(_ context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func active(_ context: ChannelHandlerContext) {}
+
+    func read(_ frame: HTTP2Frame, context _: ChannelHandlerContext) {
         let id = frame.streamID
         switch frame.payload {
         case .headers, .data:
@@ -142,45 +148,12 @@ final class BridgedStream: H2AppEnd, @unchecked Sendable {
     func reset() { app.reset(id) }
 }
 
-/// The app connection's frames, after NIO's HTTP/2 server handler.
-final class AppFrames: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame
-    typealias OutboundOut = HTTP2Frame
-
-    private let app: FrameApp
-
-    init(app: FrameApp) {
-        self.app = app
-    }
-
-    func handlerAdded(context: ChannelHandlerContext) {
-        app.context = context
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        app.read(unwrapInboundIn(data))
-    }
-
-    func channelReadComplete(context: ChannelHandlerContext) {
-        app.readComplete()
-        context.flush()  // window updates
-    }
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let closed = event as? StreamClosedEvent { app.closed(closed) }
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        app.closedConnection()
-    }
-}
-
 // MARK: the upstream's leg as frames
 
 /// An app connection's one upstream h2 connection with its streams as
 /// frames, dialled at the first stream (frames wait for the dial, already
 /// carrying their upstream stream IDs). Confined to the app connection's loop.
-final class FrameUpstream: H2UpstreamOpener, @unchecked Sendable {
+final class FrameUpstream: H2UpstreamOpener, FrameLeg, @unchecked Sendable {
     private enum State {
         case idle
         case dialling([HTTP2Frame])
@@ -245,6 +218,8 @@ final class FrameUpstream: H2UpstreamOpener, @unchecked Sendable {
         state = .closed
     }
 
+    func attached(_ context: ChannelHandlerContext) {}
+
     func read(_ frame: HTTP2Frame, context: ChannelHandlerContext) {
         switch frame.payload {
         case .headers, .data:
@@ -286,7 +261,7 @@ final class FrameUpstream: H2UpstreamOpener, @unchecked Sendable {
         FloorDial.connect(target, tls: contexts.upstreamH2, on: loop) { sync in
             try sync.addHandlers([
                 NIOHTTP2Handler(mode: .client, connectionConfiguration: .init(), streamConfiguration: .init()),
-                UpstreamFrames(upstream: upstream.value),
+                ConnectionFrames(upstream.value),
             ])
         }.assumeIsolated().whenFailure { _ in self.closedConnection() }
     }
@@ -301,36 +276,57 @@ final class FrameUpstream: H2UpstreamOpener, @unchecked Sendable {
     }
 }
 
-/// The upstream connection's frames, after NIO's HTTP/2 client handler.
-final class UpstreamFrames: ChannelInboundHandler {
+// MARK: either leg's connection
+
+/// A connection's streams handled as frames: the app's (`FrameApp`) or
+/// the upstream's (`FrameUpstream`).
+protocol FrameLeg: AnyObject {
+    /// The handler joined the connection's pipeline.
+    func attached(_ context: ChannelHandlerContext)
+    /// The connection is up and NIO's handler has sent its preamble.
+    func active(_ context: ChannelHandlerContext)
+    func read(_ frame: HTTP2Frame, context: ChannelHandlerContext)
+    func readComplete()
+    /// NIO closed one of the connection's streams.
+    func closed(_ event: StreamClosedEvent)
+    func closedConnection()
+}
+
+/// The frames of one leg's connection, after NIO's HTTP/2 handler.
+final class ConnectionFrames<Leg: FrameLeg>: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
 
-    private let upstream: FrameUpstream
+    private let leg: Leg
 
-    init(upstream: FrameUpstream) {
-        self.upstream = upstream
+    init(_ leg: Leg) {
+        self.leg = leg
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        leg.attached(context)
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        upstream.active(context)
+        leg.active(context)
+        context.fireChannelActive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        upstream.read(unwrapInboundIn(data), context: context)
+        leg.read(unwrapInboundIn(data), context: context)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        upstream.readComplete()
+        leg.readComplete()
         context.flush()  // window updates
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let closed = event as? StreamClosedEvent { upstream.closed(closed) }
+        if let closed = event as? StreamClosedEvent { leg.closed(closed) }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        upstream.closedConnection()
+        leg.closedConnection()
     }
 }
 
