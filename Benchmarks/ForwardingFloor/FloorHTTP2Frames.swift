@@ -135,7 +135,9 @@ final class FrameApp: FrameLeg {
 
 /// One app stream of a `FrameApp`, as its upstream stream sees it.
 final class BridgedStream: H2AppEnd, @unchecked Sendable {
-    private unowned let app: FrameApp
+    /// Weak: the upstream connection outlives its app connection by a
+    /// moment as it closes, and resets the streams it still has then.
+    private weak var app: FrameApp?
     private let id: HTTP2StreamID
 
     init(app: FrameApp, id: HTTP2StreamID) {
@@ -143,9 +145,9 @@ final class BridgedStream: H2AppEnd, @unchecked Sendable {
         self.id = id
     }
 
-    func received(_ payload: HTTP2Frame.FramePayload) { app.send(id, payload) }
-    func flush() { app.context?.flush() }
-    func reset() { app.reset(id) }
+    func received(_ payload: HTTP2Frame.FramePayload) { app?.send(id, payload) }
+    func flush() { app?.context?.flush() }
+    func reset() { app?.reset(id) }
 }
 
 // MARK: the upstream's leg as frames
