@@ -36,6 +36,9 @@ protocol H2AppEnd: AnyObject, Sendable {
     /// A payload from the upstream stream.
     func received(_ payload: HTTP2Frame.FramePayload)
     func flush()
+    /// Its flush is its app connection's, the same for every stream on it
+    /// (a stream of a frames app connection), not a channel's own.
+    var flushesConnection: Bool { get }
     /// The upstream stream was reset or lost.
     func reset()
 }
@@ -209,6 +212,8 @@ final class AppStream: ChannelInboundHandler, H2AppEnd, @unchecked Sendable {
     func flush() {
         context?.flush()
     }
+
+    var flushesConnection: Bool { false }
 
     func reset() {
         context?.close(promise: nil)

@@ -48,7 +48,9 @@ final class FrameApp: FrameLeg {
     private let upstream: any H2UpstreamOpener
     var context: ChannelHandlerContext?
     private var streams: [HTTP2StreamID: Leg] = [:]
-    /// Upstream ends written in this read, flushed at its end.
+    /// Upstream ends written in this read, flushed at its end: each child
+    /// channel, and the frames connection once (every `.frames` end here is
+    /// a stream of this app connection's one upstream connection).
     private var touched: [H2UpstreamEnd] = []
     /// DATA bytes the app sent that were passed on and not yet given back.
     private var window = ConsumedWindow()
@@ -123,7 +125,14 @@ final class FrameApp: FrameLeg {
     }
 
     func readComplete() {
-        for end in touched { end.flush() }
+        var flushedFrames = false
+        for end in touched {
+            if case .frames = end {
+                if flushedFrames { continue }
+                flushedFrames = true
+            }
+            end.flush()
+        }
         touched.removeAll(keepingCapacity: true)
     }
 
@@ -147,6 +156,7 @@ final class BridgedStream: H2AppEnd, @unchecked Sendable {
 
     func received(_ payload: HTTP2Frame.FramePayload) { app?.send(id, payload) }
     func flush() { app?.context?.flush() }
+    var flushesConnection: Bool { true }
     func reset() { app?.reset(id) }
 }
 
@@ -169,7 +179,8 @@ final class FrameUpstream: H2UpstreamOpener, FrameLeg, @unchecked Sendable {
     private var state = State.idle
     private var nextID = HTTP2StreamID(1)
     private var streams: [HTTP2StreamID: any H2AppEnd] = [:]
-    /// App ends that were handed payloads in this read, flushed at its end.
+    /// App ends that were handed payloads in this read, flushed at its end:
+    /// each child channel, and the app connection once (`flushesConnection`).
     private var touched: [any H2AppEnd] = []
     /// DATA bytes the upstream sent that were passed on and not yet given back.
     private var window = ConsumedWindow()
@@ -211,6 +222,8 @@ final class FrameUpstream: H2UpstreamOpener, FrameLeg, @unchecked Sendable {
     /// The app's stream ended early: its upstream stream is reset if still open.
     func reset(_ id: HTTP2StreamID) {
         guard streams.removeValue(forKey: id) != nil else { return }
+        // Before any frame went the connection is not even dialled: nothing to reset.
+        if case .idle = state { return }
         write(HTTP2Frame(streamID: id, payload: .rstStream(.cancel)))
         flush()
     }
@@ -247,7 +260,14 @@ final class FrameUpstream: H2UpstreamOpener, FrameLeg, @unchecked Sendable {
     }
 
     func readComplete() {
-        for app in touched { app.flush() }
+        var flushedConnection = false
+        for app in touched {
+            if app.flushesConnection {
+                if flushedConnection { continue }
+                flushedConnection = true
+            }
+            app.flush()
+        }
         touched.removeAll(keepingCapacity: true)
     }
 
